@@ -1,0 +1,73 @@
+"""One entry point for the course, for people who only have Python.
+
+    python course.py lab     # install (first time) and open the notebooks in JupyterLab
+    python course.py test    # install (first time) and run the whole test suite
+    python course.py run     # re-execute the notebooks and store their outputs (maintainers)
+
+The first call creates a virtual environment in `.venv/` and installs the package with the
+exact versions of `constraints.txt`; later calls reuse it. Extra arguments are passed on
+(`python course.py test -k attention`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".course-env-stamp"
+
+
+def venv_python() -> Path:
+    sub = "Scripts/python.exe" if os.name == "nt" else "bin/python"
+    return VENV / sub
+
+
+def requirements_hash() -> str:
+    h = hashlib.sha256()
+    for name in ("pyproject.toml", "constraints.txt"):
+        h.update((ROOT / name).read_bytes())
+    return h.hexdigest()
+
+
+def ensure_env() -> Path:
+    """Create `.venv` and install the course into it, unless it is already up to date."""
+    py = venv_python()
+    if not py.exists():
+        print(f"Creating the virtual environment {VENV} ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    wanted = requirements_hash()
+    if not STAMP.exists() or STAMP.read_text() != wanted:
+        print("Installing the course and its pinned dependencies ...", flush=True)
+        subprocess.run(
+            [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+             "-c", str(ROOT / "constraints.txt"), "-e", f"{ROOT}[dev]"],
+            check=True,
+        )
+        STAMP.write_text(wanted)
+    return py
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"lab", "test", "run"}:
+        print(__doc__)
+        return 2
+    command, rest = argv[0], argv[1:]
+    py = ensure_env()
+    os.chdir(ROOT)
+    if command == "lab":
+        args = [str(py), "-m", "jupyter", "lab", "notebooks", *rest]
+    elif command == "test":
+        args = [str(py), "-m", "pytest", *rest]
+    else:
+        args = [str(py), "tools/run_notebooks.py", *rest]
+    return subprocess.call(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,168 @@
+"""Scaled dot-product attention, multi-head attention and the masks they use.
+
+Mask convention (the only one in the package): a boolean tensor, ``True`` = may attend,
+broadcastable to the scores' shape (B, H, T, S). A query row in which no key is allowed
+gets all-zero weights (and zero output), never NaN, in the forward and the backward pass.
+
+Letters: B batch, H heads, T query (target) length, S key (source) length,
+D d_model, Dh d_head.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "scaled_dot_product_attention",
+    "MultiHeadAttention",
+    "padding_mask",
+    "causal_mask",
+    "combine_masks",
+    "check_mask",
+]
+
+
+def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
+    """Raise ``ValueError`` unless ``mask`` is boolean and broadcasts to ``scores_shape``.
+
+    A mask must be 2-D (T, S) or have as many dimensions as the scores: a (B, 1, S) mask
+    for (B, H, T, S) scores is refused, because it would silently broadcast B against H.
+    """
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    if mask.dim() not in (2, len(scores_shape)):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} has {mask.dim()} dimensions; scores have shape "
+            f"{tuple(scores_shape)}: give the mask 2 dimensions (T, S) or {len(scores_shape)} "
+            f"(e.g. (B, 1, 1, S) for padding, (1, 1, T, S) for causal)"
+        )
+    try:
+        shape = torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        shape = None
+    if shape != tuple(scores_shape):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"{tuple(scores_shape)}"
+        )
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(q kᵀ / √d_k) v, with an optional boolean mask.
+
+    Args:
+        q: queries, shape (..., T, Dh).
+        k: keys, shape (..., S, Dh).
+        v: values, shape (..., S, Dv).
+        mask: boolean, True = may attend, broadcastable to (..., T, S).
+
+    Returns:
+        ``(output, weights)`` with shapes (..., T, Dv) and (..., T, S).
+    """
+    d_k = q.size(-1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, S)
+    weights = masked_softmax(scores, mask)
+    return weights @ v, weights
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax over the last axis, where masked scores are -inf and empty rows give zeros."""
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    check_mask(mask, scores.shape)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    empty = ~mask.any(dim=-1, keepdim=True)  # rows with no allowed key
+    if bool(empty.any()):
+        # softmax of a row of -inf is 0/0: give it finite scores, then zero its weights.
+        scores = scores.masked_fill(empty, 0.0)
+        return torch.softmax(scores, dim=-1).masked_fill(empty, 0.0)
+    return torch.softmax(scores, dim=-1)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention written with einsum, as in "Attention Is All You Need".
+
+    Args:
+        d_model: model width D; must be divisible by ``n_heads``.
+        n_heads: number of heads H; each head has width Dh = D / H.
+        dropout: dropout on the attention weights.
+        bias: whether the four projections have a bias.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if n_heads <= 0 or d_model <= 0:
+            raise ValueError(f"d_model and n_heads must be positive, got {d_model} and {n_heads}")
+        if d_model % n_heads != 0:
+            raise ValueError(
+                f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): "
+                f"each head gets d_model / n_heads dimensions"
+            )
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Shapes:
+            query: (B, T, D); key and value: (B, S, D);
+            mask: boolean, True = may attend, broadcastable to (B, H, T, S).
+
+        Returns:
+            ``(output, weights)``: (B, T, D) and the per-head weights (B, H, T, S).
+        """
+        B, T, D = query.shape
+        S = key.size(1)
+        if D != self.d_model or key.size(-1) != D or value.size(-1) != D:
+            raise ValueError(
+                f"expected inputs with last dimension d_model={self.d_model}, got query "
+                f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
+        H, Dh = self.n_heads, self.d_head
+        q = self.W_q(query).view(B, T, H, Dh)  # (B, T, H, Dh)
+        k = self.W_k(key).view(B, S, H, Dh)  # (B, S, H, Dh)
+        v = self.W_v(value).view(B, S, H, Dh)  # (B, S, H, Dh)
+        scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # (B, H, T, S)
+        weights = masked_softmax(scores, mask)  # (B, H, T, S)
+        heads = torch.einsum("bhts,bshd->bthd", self.dropout(weights), v)  # (B, T, H, Dh)
+        out = self.W_o(heads.reshape(B, T, D))  # (B, T, D)
+        return out, weights
+
+
+def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """Keys that are real tokens, not padding.
+
+    Shapes: tokens (B, S) -> mask (B, 1, 1, S), True = may attend.
+    """
+    return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, S)
+
+
+def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
+    """Each position may attend to itself and to earlier positions.
+
+    Shapes: -> (1, 1, T, T), True on and below the diagonal.
+    """
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, T, T)
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of boolean masks (``None`` entries are skipped), with broadcasting."""
+    result = None
+    for m in masks:
+        if m is None:
+            continue
+        result = m if result is None else result & m
+    return result

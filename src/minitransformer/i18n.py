@@ -1,0 +1,62 @@
+"""The two languages of the course: the glossary and the choice of label language.
+
+The glossary is the one place where the course's Spanish and English terms are paired;
+notebooks, figures and exercise messages use these terms.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LANGS", "GLOSSARY", "check_lang", "tr"]
+
+LANGS = ("es", "en")
+
+# English term -> Spanish term.
+GLOSSARY: dict[str, str] = {
+    "attention": "atención",
+    "self-attention": "autoatención",
+    "cross-attention": "atención cruzada",
+    "multi-head attention": "atención multicabeza",
+    "head": "cabeza",
+    "query": "consulta",
+    "key": "clave",
+    "value": "valor",
+    "score": "puntuación",
+    "attention weights": "pesos de atención",
+    "mask": "máscara",
+    "padding": "relleno",
+    "padding mask": "máscara de relleno",
+    "causal mask": "máscara causal",
+    "positional encoding": "codificación posicional",
+    "embedding": "embedding (vector de representación)",
+    "token": "token",
+    "vocabulary": "vocabulario",
+    "encoder": "codificador",
+    "decoder": "decodificador",
+    "layer": "capa",
+    "residual connection": "conexión residual",
+    "layer normalisation": "normalización de capa",
+    "feed-forward network": "red prealimentada (feed-forward)",
+    "dropout": "dropout",
+    "teacher forcing": "forzado del profesor (teacher forcing)",
+    "label smoothing": "suavizado de etiquetas",
+    "warm-up": "calentamiento",
+    "learning rate": "tasa de aprendizaje",
+    "loss": "pérdida",
+    "batch": "lote",
+    "greedy decoding": "decodificación voraz",
+    "beam search": "búsqueda en haz",
+    "checkpoint": "punto de control",
+    "weight tying": "pesos compartidos",
+}
+
+
+def check_lang(lang: str) -> str:
+    """Return ``lang`` if it is ``"es"`` or ``"en"``, else raise ``ValueError``."""
+    if lang not in LANGS:
+        raise ValueError(f"lang must be 'es' or 'en', got {lang!r}")
+    return lang
+
+
+def tr(lang: str, es: str, en: str) -> str:
+    """Pick the Spanish or the English text."""
+    return es if check_lang(lang) == "es" else en

@@ -1,0 +1,2 @@
+"""Figures for the course. Every function takes ``lang="es"|"en"`` for its labels and
+returns the matplotlib figure (it never calls ``plt.show()`` nor writes files)."""
