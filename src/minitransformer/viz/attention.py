@@ -1,0 +1,134 @@
+"""Heatmaps of attention weights, head grids and masks."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ..i18n import tr
+
+__all__ = ["heatmap", "plot_attention", "plot_heads", "plot_mask"]
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def heatmap(
+    matrix,
+    ax: Axes,
+    xlabels: Sequence[str] | None = None,
+    ylabels: Sequence[str] | None = None,
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool | None = None,
+    fmt: str = "{:.2f}",
+):
+    """Draw one matrix on ``ax`` (rows = queries, columns = keys); returns the image."""
+    m = _numpy(matrix)
+    im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    if xlabels is not None:
+        ax.set_xticks(range(len(xlabels)), labels=list(xlabels), rotation=60, ha="right")
+    if ylabels is not None:
+        ax.set_yticks(range(len(ylabels)), labels=list(ylabels))
+    if annotate is None:
+        annotate = m.size <= 100
+    if annotate:
+        lo, hi = np.nanmin(m), np.nanmax(m)
+        mid = (lo + hi) / 2
+        for (i, j), v in np.ndenumerate(m):
+            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=9,
+                    color="black" if v > mid else "white")
+    ax.spines[:].set_visible(False)
+    return im
+
+
+def plot_attention(
+    weights,
+    keys: Sequence[str] | None = None,
+    queries: Sequence[str] | None = None,
+    lang: str = "es",
+    title: str | None = None,
+    annotate: bool | None = None,
+) -> Figure:
+    """One attention map: weights (T, S), rows = queries, columns = keys."""
+    w = _numpy(weights)
+    size = (max(4.0, 0.6 * w.shape[1] + 2.5), max(3.5, 0.5 * w.shape[0] + 1.5))
+    fig, ax = plt.subplots(figsize=size, layout="constrained")
+    im = heatmap(w, ax, keys, queries, vmin=0.0, vmax=1.0, annotate=annotate)
+    ax.set_xlabel(tr(lang, "claves (keys)", "keys"))
+    ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
+    ax.set_title(title if title is not None else tr(lang, "Pesos de atención", "Attention weights"))
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    return fig
+
+
+def plot_heads(
+    weights,
+    keys: Sequence[str] | None = None,
+    queries: Sequence[str] | None = None,
+    lang: str = "es",
+    title: str | None = None,
+    ncols: int = 4,
+) -> Figure:
+    """A grid with one heatmap per head: weights (H, T, S)."""
+    w = _numpy(weights)
+    n_heads = w.shape[0]
+    ncols = min(ncols, n_heads)
+    nrows = -(-n_heads // ncols)
+    cell = max(2.2, 0.35 * max(w.shape[1:]) + 1.0)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(cell * ncols + 0.8, cell * nrows + 0.6),
+                             squeeze=False, layout="constrained")
+    for h, ax in enumerate(axes.flat):
+        if h >= n_heads:
+            ax.axis("off")
+            continue
+        show_x = keys if h // ncols == nrows - 1 or h + ncols >= n_heads else None
+        show_y = queries if h % ncols == 0 else None
+        im = heatmap(w[h], ax, show_x, show_y, vmin=0.0, vmax=1.0, annotate=False)
+        if show_x is None:
+            ax.set_xticks([])
+        if show_y is None:
+            ax.set_yticks([])
+        ax.set_title(tr(lang, f"cabeza {h}", f"head {h}"), fontsize=11)
+    fig.colorbar(im, ax=axes, shrink=0.6)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def plot_mask(
+    mask,
+    keys: Sequence[str] | None = None,
+    queries: Sequence[str] | None = None,
+    lang: str = "es",
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """A boolean mask (T, S) as a matrix: filled = may attend, empty = blocked."""
+    m = _numpy(mask).astype(bool)
+    if ax is None:
+        size = (max(3.5, 0.5 * m.shape[1] + 2.0), max(3.0, 0.5 * m.shape[0] + 1.2))
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
+    else:
+        fig = ax.figure
+    ax.imshow(m, cmap="Blues", vmin=-0.3, vmax=1.0, aspect="equal")
+    for (i, j), v in np.ndenumerate(m):
+        ax.text(j, i, "✓" if v else "·", ha="center", va="center",
+                color="white" if v else "0.5", fontsize=11)
+    ax.set_xticks(range(m.shape[1]), labels=list(keys) if keys is not None else range(m.shape[1]),
+                  rotation=60 if keys is not None else 0, ha="right" if keys is not None else "center")
+    ax.set_yticks(range(m.shape[0]), labels=list(queries) if queries is not None else range(m.shape[0]))
+    ax.set_xlabel(tr(lang, "claves (keys)", "keys"))
+    ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
+    ax.spines[:].set_visible(False)
+    ax.set_title(title if title is not None else tr(lang, "Máscara (✓ = puede atender)", "Mask (✓ = may attend)"))
+    return fig
