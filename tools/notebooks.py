@@ -194,10 +194,9 @@ def build_notebook(src: Source, lang: str) -> nbformat.NotebookNode:
 
 def sources(numbers: list[str] | None = None) -> list[Source]:
     paths = sorted(SOURCE_DIR.glob("[0-9][0-9]_*.md"))
-    result = [parse_source(p) for p in paths]
     if numbers:
-        result = [s for s in result if s.number in numbers]
-    return result
+        paths = [p for p in paths if p.name[:2] in numbers]
+    return [parse_source(p) for p in paths]
 
 
 def same_sources(a: nbformat.NotebookNode, b: nbformat.NotebookNode) -> bool:
@@ -261,6 +260,32 @@ def execute(path: Path, timeout: int = 900) -> float:
     return seconds
 
 
+README = ROOT / "README.md"
+TABLE_START, TABLE_END = "<!-- notebooks:start -->", "<!-- notebooks:end -->"
+
+
+def readme_tables(srcs: list[Source]) -> dict[str, str]:
+    """The README's list of notebooks, per language, with links and Colab badges."""
+    tables = {}
+    head = {"es": "| Nº | Cuaderno | Colab |\n| --- | --- | --- |", "en": "| No. | Notebook | Colab |\n| --- | --- | --- |"}
+    for lang in LANGS:
+        rows = [head[lang]]
+        for src in srcs:
+            rel = src.notebook_path(lang).relative_to(ROOT).as_posix()
+            colab = f"https://colab.research.google.com/github/{repository()}/blob/main/{rel}"
+            badge = f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
+            rows.append(f"| {src.number} | [{src.titles[lang]}]({rel}) | {badge} |")
+        tables[lang] = "\n".join(rows)
+    return tables
+
+
+def render_readme(text: str, srcs: list[Source]) -> str:
+    """Replace each `<!-- notebooks:start --><!-- lang -->...<!-- notebooks:end -->` block."""
+    tables = readme_tables(srcs)
+    pattern = re.compile(re.escape(TABLE_START) + r"<!-- (es|en) -->.*?" + re.escape(TABLE_END), re.S)
+    return pattern.sub(lambda m: f"{TABLE_START}<!-- {m.group(1)} -->\n{tables[m.group(1)]}\n{TABLE_END}", text)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["build", "run", "check"])
@@ -274,11 +299,21 @@ def main(argv: list[str]) -> int:
                 path = src.notebook_path(lang)
                 if not path.exists() or not same_sources(nbformat.read(path, as_version=4), build_notebook(src, lang)):
                     stale.append(path.relative_to(ROOT).as_posix())
+        if README.exists() and not args.numbers:
+            text = README.read_text(encoding="utf-8")
+            if render_readme(text, sources()) != text:
+                stale.append("README.md (its list of notebooks)")
         if stale:
             print("not built from their source (run `python tools/notebooks.py run`):", *stale, sep="\n  ")
             return 1
         return 0
     build(args.numbers)
+    if README.exists() and not args.numbers:
+        text = README.read_text(encoding="utf-8")
+        new = render_readme(text, sources())
+        if new != text:
+            README.write_text(new, encoding="utf-8")
+            print("updated README.md")
     if args.command == "build":
         return 0
     langs = [args.lang] if args.lang else list(LANGS)

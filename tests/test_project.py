@@ -1,0 +1,41 @@
+"""The install and test entry points agree with each other and with the README."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def read(name: str) -> str:
+    return (ROOT / name).read_text(encoding="utf-8")
+
+
+def test_ci_runs_the_readme_test_command():
+    readme_commands = re.findall(r"^python course\.py (\w+)", read("README.md"), re.M)
+    assert readme_commands.count("lab") == 2 and readme_commands.count("test") == 2  # es + en
+    assert re.search(r"^python3? course\.py test\b", read(".ci/run"), re.M)
+
+
+def test_torch_pinned_in_the_one_lock_everyone_uses():
+    constraints = read("constraints.txt").splitlines()
+    assert "torch==2.13.0" in constraints
+    pins = [l for l in constraints if l and not l.startswith("#")]
+    assert all("==" in l for l in pins), [l for l in pins if "==" not in l]
+    assert "-c constraints.txt" in read("environment.yml")
+    assert '"-c", str(ROOT / "constraints.txt")' in read("course.py")
+    # The package itself asks for a range, so Colab keeps its preinstalled torch.
+    deps = tomllib.loads(read("pyproject.toml"))["project"]["dependencies"]
+    torch_dep = next(d for d in deps if d.startswith("torch"))
+    assert "==" not in torch_dep
+
+
+def test_readme_lists_every_notebook_in_both_languages():
+    text = read("README.md")
+    for lang in ("es", "en"):
+        for nb in sorted((ROOT / "notebooks" / lang).glob("[0-9][0-9]_*.ipynb")):
+            rel = nb.relative_to(ROOT).as_posix()
+            assert f"]({rel})" in text, f"README.md does not link {rel}"
+            assert f"/blob/main/{rel})" in text, f"README.md has no Colab badge for {rel}"
