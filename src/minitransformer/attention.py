@@ -75,13 +75,11 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     if mask is None:
         return torch.softmax(scores, dim=-1)
     check_mask(mask, scores.shape)
-    scores = scores.masked_fill(~mask, float("-inf"))
     empty = ~mask.any(dim=-1, keepdim=True)  # rows with no allowed key
-    if bool(empty.any()):
-        # softmax of a row of -inf is 0/0: give it finite scores, then zero its weights.
-        scores = scores.masked_fill(empty, 0.0)
-        return torch.softmax(scores, dim=-1).masked_fill(empty, 0.0)
-    return torch.softmax(scores, dim=-1)
+    # softmax of a row of -inf is 0/0: give empty rows finite scores, then zero their weights
+    # (no data-dependent branch, so it also runs on the "meta" device and under tracing).
+    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(empty, 0.0)
+    return torch.softmax(scores, dim=-1).masked_fill(empty, 0.0)
 
 
 class MultiHeadAttention(nn.Module):

@@ -82,6 +82,8 @@ def check_tokens(tokens: Tensor, vocab_size: int, name: str) -> None:
         raise ValueError(f"{name} is empty: shape {tuple(tokens.shape)}")
     if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
         raise ValueError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+    if tokens.is_meta:  # no values to check on the "meta" device (shapes only)
+        return
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi

@@ -31,14 +31,24 @@ def torch_mask(mask: Tensor) -> Tensor:
 @torch.no_grad()
 def _copy_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
     theirs.in_proj_weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))
-    theirs.in_proj_bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))
     theirs.out_proj.weight.copy_(ours.W_o.weight)
-    theirs.out_proj.bias.copy_(ours.W_o.bias)
+    if ours.W_q.bias is not None:
+        theirs.in_proj_bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))
+        theirs.out_proj.bias.copy_(ours.W_o.bias)
+
+
+def _factory(ours: nn.Module) -> dict:
+    """The device and dtype of our weights, so that the copy lives beside the original."""
+    p = next(ours.parameters())
+    return dict(device=p.device, dtype=p.dtype)
 
 
 def to_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     """``nn.MultiheadAttention(batch_first=True)`` with our projections' weights."""
-    theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, dropout=ours.dropout.p, batch_first=True)
+    theirs = nn.MultiheadAttention(
+        ours.d_model, ours.n_heads, dropout=ours.dropout.p, bias=ours.W_q.bias is not None,
+        batch_first=True, **_factory(ours),
+    )
     _copy_mha(ours, theirs)
     return theirs
 
@@ -63,6 +73,7 @@ def _layer_kwargs(ours) -> dict:
         layer_norm_eps=ours.norm1.eps,
         batch_first=True,
         norm_first=ours.norm_first,
+        **_factory(ours),
     )
 
 
@@ -102,6 +113,7 @@ def to_torch_transformer(ours: Transformer) -> nn.Transformer:
         d_model=cfg.d_model, nhead=cfg.n_heads, dim_feedforward=cfg.d_ff, dropout=cfg.dropout,
         activation=cfg.activation, custom_encoder=nn.Identity(), custom_decoder=nn.Identity(),
         layer_norm_eps=cfg.layer_norm_eps, batch_first=True, norm_first=cfg.norm_first,
+        **_factory(ours),
     )
     # nn.Transformer re-initialises its parameters in __init__: attach the copies afterwards.
     theirs.encoder, theirs.decoder = encoder, decoder
@@ -111,6 +123,6 @@ def to_torch_transformer(ours: Transformer) -> nn.Transformer:
 def _clone_norm(norm: nn.LayerNorm | None) -> nn.LayerNorm | None:
     if norm is None:
         return None
-    clone = nn.LayerNorm(norm.normalized_shape, eps=norm.eps)
+    clone = nn.LayerNorm(norm.normalized_shape, eps=norm.eps, **_factory(norm))
     clone.load_state_dict(norm.state_dict())
     return clone
