@@ -1,0 +1,177 @@
+"""Figures of positional encodings: tables, waves, similarity between positions, rotations."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ..i18n import check_lang, tr
+from .attention import heatmap
+
+__all__ = [
+    "plot_encoding",
+    "plot_encodings",
+    "plot_waves",
+    "plot_similarity",
+    "plot_similarities",
+    "plot_rotation_matrix",
+    "plot_permuted_attention",
+]
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def _encoding_on(ax: Axes, table: np.ndarray, lang: str, title: str | None, vmax: float):
+    im = ax.imshow(table, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto", interpolation="nearest")
+    ax.set_xlabel(tr(lang, "dimensión", "dimension"))
+    ax.set_ylabel(tr(lang, "posición", "position"))
+    if title:
+        ax.set_title(title)
+    ax.spines[:].set_visible(False)
+    return im
+
+
+def _matrix_on(ax: Axes, m: np.ndarray, vmin: float | None, vmax: float | None):
+    # "nearest": one flat block per cell, sharp on a projector and small once stored as PNG
+    im = ax.imshow(m, cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    ax.spines[:].set_visible(False)
+    return im
+
+
+def plot_encoding(pe, lang: str = "es", title: str | None = None) -> Figure:
+    """A positional table as a heatmap: pe (T, D), one row per position."""
+    check_lang(lang)
+    table = _numpy(pe)
+    fig, ax = plt.subplots(figsize=(9.0, 5.0), layout="constrained")
+    vmax = max(1.0, float(np.abs(table).max()))
+    im = _encoding_on(ax, table, lang, title if title is not None else
+                      tr(lang, "Codificación posicional sinusoidal", "Sinusoidal positional encoding"), vmax)
+    fig.colorbar(im, ax=ax, shrink=0.85, label=tr(lang, "valor", "value"))
+    return fig
+
+
+def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es",
+                   shared_scale: bool = True) -> Figure:
+    """Several positional tables side by side: each (T, D)."""
+    check_lang(lang)
+    arrays = [_numpy(t) for t in tables]
+    fig, axes = plt.subplots(1, len(arrays), figsize=(5.6 * len(arrays) + 0.8, 4.8),
+                             squeeze=False, layout="constrained")
+    top = max(float(np.abs(a).max()) for a in arrays)
+    for ax, table, title in zip(axes[0], arrays, titles):
+        vmax = top if shared_scale else float(np.abs(table).max())
+        im = _encoding_on(ax, table, lang, title, vmax)
+        if not shared_scale:
+            fig.colorbar(im, ax=ax, shrink=0.85)
+    if shared_scale:
+        fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85, label=tr(lang, "valor", "value"))
+    return fig
+
+
+def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = None) -> Figure:
+    """Chosen columns of a positional table against the position: pe (T, D)."""
+    check_lang(lang)
+    table = _numpy(pe)
+    positions = np.arange(table.shape[0])
+    fig, ax = plt.subplots(figsize=(10.0, 4.6), layout="constrained")
+    for d in dims:
+        ax.plot(positions, table[:, d], lw=2.0, label=tr(lang, f"dimensión {d}", f"dimension {d}"))
+    ax.set_xlabel(tr(lang, "posición", "position"))
+    ax.set_ylabel(tr(lang, "valor", "value"))
+    ax.set_ylim(-1.15, 1.15)
+    ax.axhline(0.0, color="0.6", lw=0.8, zorder=0)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.set_title(title if title is not None else
+                 tr(lang, "Cada dimensión es una onda de distinta frecuencia",
+                    "Each dimension is a wave of a different frequency"))
+    return fig
+
+
+def plot_similarity(sim, lang: str = "es", row: int | None = None, title: str | None = None) -> Figure:
+    """Similarity between positions, sim (T, T); with ``row``, also that row as a curve."""
+    check_lang(lang)
+    m = _numpy(sim)
+    ncols = 1 if row is None else 2
+    fig, axes = plt.subplots(1, ncols, figsize=(6.4 * ncols, 5.2), squeeze=False, layout="constrained")
+    ax = axes[0, 0]
+    im = _matrix_on(ax, m, None, None)
+    ax.set_xlabel(tr(lang, "posición", "position"))
+    ax.set_ylabel(tr(lang, "posición", "position"))
+    ax.set_title(title if title is not None else
+                 tr(lang, "Similitud entre posiciones", "Similarity between positions"))
+    fig.colorbar(im, ax=ax, shrink=0.85)
+    if row is not None:
+        ax.axhline(row, color="white", lw=1.2, ls="--")
+        ax2 = axes[0, 1]
+        ax2.plot(np.arange(m.shape[1]), m[row], lw=2.0, color="C0")
+        ax2.axvline(row, color="0.5", lw=1.0, ls="--")
+        ax2.set_xlabel(tr(lang, "posición", "position"))
+        ax2.set_ylabel(tr(lang, "similitud", "similarity"))
+        ax2.set_title(tr(lang, f"Fila de la posición {row}", f"Row of position {row}"))
+    return fig
+
+
+def plot_similarities(matrices: Sequence, titles: Sequence[str], lang: str = "es",
+                      vmin: float | None = None, vmax: float | None = None) -> Figure:
+    """Several similarity matrices side by side, on one colour scale: each (T, T)."""
+    check_lang(lang)
+    arrays = [_numpy(m) for m in matrices]
+    lo = min(float(a.min()) for a in arrays) if vmin is None else vmin
+    hi = max(float(a.max()) for a in arrays) if vmax is None else vmax
+    fig, axes = plt.subplots(1, len(arrays), figsize=(4.6 * len(arrays) + 1.0, 4.9),
+                             squeeze=False, layout="constrained")
+    for ax, m, title in zip(axes[0], arrays, titles):
+        im = _matrix_on(ax, m, lo, hi)
+        ax.set_xlabel(tr(lang, "posición", "position"))
+        ax.set_title(title, fontsize=13)
+    axes[0, 0].set_ylabel(tr(lang, "posición", "position"))
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85, label=tr(lang, "similitud", "similarity"))
+    return fig
+
+
+def plot_rotation_matrix(m, lang: str = "es", title: str | None = None) -> Figure:
+    """A (small) square matrix with its values written in the cells, e.g. the shift M_k."""
+    check_lang(lang)
+    a = _numpy(m)
+    size = 0.62 * a.shape[0] + 1.8
+    fig, ax = plt.subplots(figsize=(size + 1.0, size), layout="constrained")
+    im = ax.imshow(a, cmap="RdBu_r", vmin=-1.0, vmax=1.0)
+    for (i, j), v in np.ndenumerate(a):
+        if v != 0:
+            ax.text(j, i, f"{abs(v) if round(v, 2) == 0 else v:.2f}", ha="center", va="center", fontsize=10,
+                    color="white" if abs(v) > 0.6 else "black")
+    ax.set_xticks(range(a.shape[1]))
+    ax.set_yticks(range(a.shape[0]))
+    ax.set_xlabel(tr(lang, "columna (dimensión de entrada)", "column (input dimension)"))
+    ax.set_ylabel(tr(lang, "fila (dimensión de salida)", "row (output dimension)"))
+    ax.spines[:].set_visible(False)
+    ax.set_title(title if title is not None else tr(lang, "Matriz de desplazamiento", "Shift matrix"))
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    return fig
+
+
+def plot_permuted_attention(weights, tokens: Sequence[str], weights_perm, tokens_perm: Sequence[str],
+                            lang: str = "es") -> Figure:
+    """Attention weights of a sentence and of its permutation, side by side: each (T, T)."""
+    check_lang(lang)
+    pairs = [(_numpy(weights), list(tokens)), (_numpy(weights_perm), list(tokens_perm))]
+    n = len(pairs[0][1])
+    cell = 0.75 * n + 1.6
+    fig, axes = plt.subplots(1, 2, figsize=(2 * cell + 1.2, cell), layout="constrained")
+    titles = (tr(lang, "Frase original", "Original sentence"), tr(lang, "Frase permutada", "Permuted sentence"))
+    for ax, (w, toks), title in zip(axes, pairs, titles):
+        im = heatmap(w, ax, toks, toks, vmin=0.0, vmax=float(max(p[0].max() for p in pairs)), annotate=True)
+        ax.set_xlabel(tr(lang, "claves (keys)", "keys"))
+        ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
+        ax.set_title(title)
+    fig.colorbar(im, ax=axes.tolist(), shrink=0.8)
+    return fig
