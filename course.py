@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     elif command == "test":
         args = [str(py), "-m", "pytest", *rest]
     else:
-        args = [str(py), "tools/run_notebooks.py", *rest]
+        args = [str(py), "tools/notebooks.py", "run", *rest]
     return subprocess.call(args)
 
 

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from ..i18n import tr
 
-__all__ = ["heatmap", "plot_attention", "plot_heads", "plot_mask"]
+__all__ = ["heatmap", "plot_attention", "plot_heads", "plot_mask", "plot_masks", "plot_scaling"]
 
 
 def _numpy(x) -> np.ndarray:
@@ -42,11 +42,14 @@ def heatmap(
     if annotate is None:
         annotate = m.size <= 100
     if annotate:
-        lo, hi = np.nanmin(m), np.nanmax(m)
-        mid = (lo + hi) / 2
+        lo = np.nanmin(m) if vmin is None else vmin
+        hi = np.nanmax(m) if vmax is None else vmax
+        span = hi - lo if hi > lo else 1.0
         for (i, j), v in np.ndenumerate(m):
+            # dark text on the light end of the colour map, light text on the dark end
+            light = (v - lo) / span > 0.55
             ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=9,
-                    color="black" if v > mid else "white")
+                    color="black" if light else "white")
     ax.spines[:].set_visible(False)
     return im
 
@@ -78,8 +81,14 @@ def plot_heads(
     lang: str = "es",
     title: str | None = None,
     ncols: int = 4,
+    titles: Sequence[str] | None = None,
+    annotate: bool = False,
 ) -> Figure:
-    """A grid with one heatmap per head: weights (H, T, S)."""
+    """A grid with one heatmap per head: weights (H, T, S).
+
+    ``titles`` replaces the panels' "head h" titles (e.g. to compare a right and a wrong
+    computation side by side); ``annotate`` writes each weight in its cell.
+    """
     w = _numpy(weights)
     n_heads = w.shape[0]
     ncols = min(ncols, n_heads)
@@ -93,12 +102,17 @@ def plot_heads(
             continue
         show_x = keys if h // ncols == nrows - 1 or h + ncols >= n_heads else None
         show_y = queries if h % ncols == 0 else None
-        im = heatmap(w[h], ax, show_x, show_y, vmin=0.0, vmax=1.0, annotate=False)
+        im = heatmap(w[h], ax, show_x, show_y, vmin=0.0, vmax=1.0, annotate=annotate)
         if show_x is None:
             ax.set_xticks([])
         if show_y is None:
             ax.set_yticks([])
-        ax.set_title(tr(lang, f"cabeza {h}", f"head {h}"), fontsize=11)
+        name = titles[h] if titles is not None else tr(lang, f"cabeza {h}", f"head {h}")
+        ax.set_title(name, fontsize=12)
+        if h // ncols == nrows - 1 or h + ncols >= n_heads:
+            ax.set_xlabel(tr(lang, "claves", "keys"))
+        if h % ncols == 0:
+            ax.set_ylabel(tr(lang, "consultas", "queries"))
     fig.colorbar(im, ax=axes, shrink=0.6)
     if title:
         fig.suptitle(title)
@@ -131,4 +145,65 @@ def plot_mask(
     ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
     ax.spines[:].set_visible(False)
     ax.set_title(title if title is not None else tr(lang, "Máscara (✓ = puede atender)", "Mask (✓ = may attend)"))
+    return fig
+
+
+def plot_masks(
+    masks: Sequence,
+    titles: Sequence[str] | None = None,
+    keys: Sequence[str] | None = None,
+    queries: Sequence[str] | None = None,
+    lang: str = "es",
+) -> Figure:
+    """Several masks (each (T, S), or anything that squeezes to it) side by side."""
+    mats = [_numpy(m).astype(bool) for m in masks]
+    mats = [m.reshape(m.shape[-2:]) if m.ndim > 2 else m for m in mats]
+    T, S = mats[0].shape
+    cell = max(2.8, 0.5 * max(T, S) + 1.4)
+    fig, axes = plt.subplots(1, len(mats), figsize=(cell * len(mats) + 0.4, cell + 0.6),
+                             squeeze=False, layout="constrained")
+    for i, (m, ax) in enumerate(zip(mats, axes.flat)):
+        name = titles[i] if titles is not None else None
+        plot_mask(m, keys, queries, lang=lang, title=name or "", ax=ax)
+        if i > 0:
+            ax.set_ylabel("")
+    return fig
+
+
+def plot_scaling(
+    d_ks: Sequence[int],
+    var_raw: Sequence[float],
+    var_scaled: Sequence[float],
+    max_raw: Sequence[float],
+    max_scaled: Sequence[float],
+    lang: str = "es",
+) -> Figure:
+    """Why attention scales by 1/√d_k: two panels over d_k.
+
+    Left, the variance of q·k without and with the scale (log-log); right, the mean largest
+    softmax weight of a row of scores without and with the scale.
+    """
+    d = np.asarray(d_ks, dtype=float)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.3), layout="constrained")
+    raw_label = tr(lang, r"sin escalar: $q \cdot k$", r"unscaled: $q \cdot k$")
+    scaled_label = tr(lang, r"escalado: $q \cdot k / \sqrt{d_k}$", r"scaled: $q \cdot k / \sqrt{d_k}$")
+    left.loglog(d, _numpy(var_raw), "o-", color="C3", label=raw_label)
+    left.loglog(d, _numpy(var_scaled), "s-", color="C0", label=scaled_label)
+    left.loglog(d, d, ":", color="0.5", lw=2.5, zorder=3,
+                label=tr(lang, "recta: varianza = $d_k$", "line: variance = $d_k$"))
+    left.set_xlabel("$d_k$")
+    left.set_ylabel(tr(lang, "varianza de la puntuación", "variance of the score"))
+    left.set_title(tr(lang, "La varianza crece con $d_k$", "The variance grows with $d_k$"))
+    left.legend(fontsize=10)
+    right.semilogx(d, _numpy(max_raw), "o-", color="C3", label=raw_label)
+    right.semilogx(d, _numpy(max_scaled), "s-", color="C0", label=scaled_label)
+    right.set_ylim(0.0, 1.05)
+    right.set_xlabel("$d_k$")
+    right.set_ylabel(tr(lang, "peso máximo de la fila (media)", "largest weight in the row (mean)"))
+    right.set_title(tr(lang, "Sin escala, la softmax se satura", "Without the scale, softmax saturates"))
+    right.legend(fontsize=10, loc="lower right")
+    for ax in (left, right):
+        ax.minorticks_off()
+        ax.set_xticks(d, labels=[str(int(x)) for x in d])
+        ax.grid(alpha=0.3)
     return fig
