@@ -3,6 +3,7 @@
     python tools/notebooks.py build            # write notebooks/{es,en}/*.ipynb from notebooks/source
     python tools/notebooks.py run [03 07 ...]  # build, then execute and store the outputs
     python tools/notebooks.py check            # fail if a notebook is not what its source builds
+    python tools/notebooks.py readme           # refresh only the README's list of notebooks
 
 Each notebook pair has one source file, ``notebooks/source/NN_<slug>.md``: a Markdown file
 whose blocks start with a marker line
@@ -288,7 +289,7 @@ def render_readme(text: str, srcs: list[Source]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "run", "check"])
+    parser.add_argument("command", choices=["build", "run", "check", "readme"])
     parser.add_argument("numbers", nargs="*", help="two-digit notebook numbers (default: all)")
     parser.add_argument("--lang", choices=LANGS, help="only this language")
     args = parser.parse_args(argv)
@@ -307,14 +308,15 @@ def main(argv: list[str]) -> int:
             print("not built from their source (run `python tools/notebooks.py run`):", *stale, sep="\n  ")
             return 1
         return 0
-    build(args.numbers)
+    if args.command != "readme":
+        build(args.numbers)
     if README.exists() and not args.numbers:
         text = README.read_text(encoding="utf-8")
         new = render_readme(text, sources())
         if new != text:
             README.write_text(new, encoding="utf-8")
             print("updated README.md")
-    if args.command == "build":
+    if args.command in ("build", "readme"):
         return 0
     langs = [args.lang] if args.lang else list(LANGS)
     for src in sources(args.numbers):

@@ -1,0 +1,278 @@
+"""Checkers for the full-model notebook (06): scaled embeddings, parameter count, output probabilities.
+
+The right answers come from the package (:mod:`minitransformer.model`, built on the ``meta`` device for the
+parameter count) and from PyTorch; each typical mistake gets its own hint.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..model import Transformer, TransformerConfig
+from ..positional import sinusoidal_encoding
+from ._core import Feedback, attempt, checker, correct, not_yet
+
+__all__ = ["check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
+
+
+def _not_tensor(lang: str, got) -> Feedback:
+    return not_yet(
+        lang,
+        f"tu función debe devolver un tensor de PyTorch, no {type(got).__name__}.",
+        f"your function must return a PyTorch tensor, not {type(got).__name__}.",
+    )
+
+
+def _close(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5))
+
+
+# ---- exercise 1: embeddings × √d_model + positional encoding --------------------------------------
+
+def _embedding_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(11)
+    cases = []
+    for B, T, V, D, max_len in ((3, 5, 11, 8, 20), (2, 7, 13, 18, 9)):
+        tokens = torch.randint(0, V, (B, T), generator=g)  # (B, T)
+        table = torch.randn(V, D, generator=g) / math.sqrt(D)  # (V, D)
+        cases.append((tokens, table, sinusoidal_encoding(max_len, D)))
+    return cases
+
+
+@checker
+def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str = "es") -> Feedback:
+    """Check ``fn(tokens, table, pe)`` = table[tokens] · √D + pe[:T], shape (B, T, D)."""
+    for tokens, table, pe in _embedding_cases():
+        args = (tokens.clone(), table.clone(), pe.clone())
+        got = attempt(lang, fn, *args)
+        if not (torch.equal(args[1], table) and torch.equal(args[2], pe)):
+            return not_yet(
+                lang,
+                "tu función modifica `table` o `pe` (¿un `*=` o `mul_`?): calcula un tensor nuevo.",
+                "your function modifies `table` or `pe` (a `*=` or `mul_`?): compute a new tensor.",
+            )
+        if not isinstance(got, Tensor):
+            return _not_tensor(lang, got)
+        (B, T), D = tokens.shape, table.size(1)
+        emb = table[tokens]  # (B, T, D)
+        positions = pe[:T]  # (T, D)
+        expected = emb * math.sqrt(D) + positions  # (B, T, D)
+        if got.shape != (B, T, D):
+            return not_yet(
+                lang,
+                f"la salida debe tener forma (B, T, D) = {(B, T, D)} y tiene {tuple(got.shape)}; la codificación "
+                f"posicional se recorta a las T primeras posiciones: `pe[:T]`.",
+                f"the output must have shape (B, T, D) = {(B, T, D)}, it has {tuple(got.shape)}; the positional "
+                f"encoding is cut to the first T positions: `pe[:T]`.",
+            )
+        if _close(got, expected):
+            continue
+        hints = [
+            (emb + positions,
+             "falta el factor: multiplica los embeddings por √D (`math.sqrt(D)`) antes de sumar la codificación "
+             "posicional.",
+             "the factor is missing: multiply the embeddings by √D (`math.sqrt(D)`) before adding the positional "
+             "encoding."),
+            (emb * D + positions,
+             "el factor es √D, no D.",
+             "the factor is √D, not D."),
+            (emb / math.sqrt(D) + positions,
+             "hay que multiplicar por √D, no dividir: los embeddings son pequeños y hay que agrandarlos.",
+             "multiply by √D, do not divide: the embeddings are small and must be made larger."),
+            ((emb + positions) * math.sqrt(D),
+             "solo se escala el embedding, no la codificación posicional: `table[tokens] * √D + pe[:T]`.",
+             "only the embedding is scaled, not the positional encoding: `table[tokens] * √D + pe[:T]`."),
+            (emb * math.sqrt(D) + pe[tokens],
+             "la codificación posicional se indexa por la posición (0, 1, …, T-1), no por el id del token: "
+             "`pe[:T]`.",
+             "the positional encoding is indexed by position (0, 1, …, T-1), not by the token id: `pe[:T]`."),
+            (emb * math.sqrt(D),
+             "falta sumar la codificación posicional `pe[:T]`.",
+             "the positional encoding `pe[:T]` is not added."),
+        ]
+        for wrong, es, en in hints:
+            if _close(got, wrong):
+                return not_yet(lang, es, en)
+        return not_yet(
+            lang,
+            "la salida debe ser `table[tokens] * math.sqrt(D) + pe[:T]`, con D = table.size(1).",
+            "the output must be `table[tokens] * math.sqrt(D) + pe[:T]`, with D = table.size(1).",
+        )
+    return correct(
+        lang,
+        "El token, escalado por √D, y su posición quedan en la misma escala.",
+        "The token, scaled by √D, and its position end up on the same scale.",
+    )
+
+
+# ---- exercise 2: parameters of a tied Transformer ---------------------------------------------------
+
+_PARAM_CASES = ((37000, 512, 2048, 6, False), (100, 16, 64, 3, True), (50, 24, 40, 3, False), (1000, 64, 256, 1, True))
+
+
+def _count_model(V: int, D: int, F: int, N: int, norm_first: bool) -> int:
+    config = TransformerConfig(
+        src_vocab_size=V, tgt_vocab_size=V, d_model=D, n_heads=4, d_ff=F, n_layers=N,
+        norm_first=norm_first, share_embeddings=True, tie_output=True,
+    )
+    with torch.device("meta"):
+        return Transformer(config).num_parameters()
+
+
+def _wrong_counts(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tuple[int, str, str]]:
+    """Counts that typical mistakes give, each with its hint (``expected`` is built from the model)."""
+    attn, ff, ln = 4 * (D * D + D), 2 * D * F + F + D, 2 * D
+    final = 2 * ln if norm_first else 0
+    n_ln = 5 * N + (2 if norm_first else 0)
+    right = V * D + N * (attn + ff + 2 * ln) + N * (2 * attn + ff + 3 * ln) + V + final
+    no_bias = V * D + N * (4 * D * D + 2 * D * F + 2 * ln) + N * (8 * D * D + 2 * D * F + 3 * ln) + final
+    wrong = [
+        (right - V,
+         "la proyección de salida comparte la matriz, pero conserva su sesgo: suma V.",
+         "the output projection shares the matrix but keeps its bias: add V."),
+        (right + V * D,
+         "los pesos compartidos cuentan una sola vez: hay una única matriz V × D.",
+         "shared weights count once: there is a single V × D matrix."),
+        (right + 2 * V * D,
+         "los pesos compartidos cuentan una sola vez: hay una única matriz V × D, no tres.",
+         "shared weights count once: there is a single V × D matrix, not three."),
+        (right - N * (attn + ln),
+         "cada capa del decodificador tiene dos atenciones (autoatención y atención cruzada) y tres LayerNorm.",
+         "each decoder layer has two attentions (self-attention and cross-attention) and three LayerNorms."),
+        (right - N * ln,
+         "cada capa del decodificador tiene tres LayerNorm, una por subcapa.",
+         "each decoder layer has three LayerNorms, one per sublayer."),
+        (right - n_ln * D,
+         "una LayerNorm tiene 2D parámetros: ganancia (weight) y sesgo (bias).",
+         "a LayerNorm has 2D parameters: gain (weight) and bias."),
+        (right - n_ln * ln,
+         "faltan las LayerNorm (2D parámetros cada una).",
+         "the LayerNorms are missing (2D parameters each)."),
+        (right - 3 * N * (D * D + D),
+         "una atención multicabeza tiene cuatro proyecciones D × D con sesgo: W_q, W_k, W_v y W_o.",
+         "a multi-head attention has four D × D projections with bias: W_q, W_k, W_v and W_o."),
+        (no_bias,
+         "las capas lineales (y la proyección de salida) tienen sesgo: cuenta también los sesgos.",
+         "the linear layers (and the output projection) have a bias: count the biases too."),
+        (no_bias + V,
+         "las capas lineales tienen sesgo: cuenta también los sesgos de las atenciones y de la red prealimentada.",
+         "the linear layers have a bias: count the biases of the attentions and of the feed-forward network too."),
+    ]
+    if norm_first:
+        wrong.insert(0, (right - final,
+                         "en pre-LN cada pila (codificador y decodificador) termina con una LayerNorm más: 2 × 2D.",
+                         "in pre-LN each stack (encoder and decoder) ends with one more LayerNorm: 2 × 2D."))
+    else:
+        wrong.insert(0, (right + 4 * D,
+                         "en post-LN (el artículo) no hay LayerNorm final en las pilas: solo en pre-LN.",
+                         "in post-LN (the paper) the stacks have no final LayerNorm: only in pre-LN."))
+    return wrong
+
+
+@checker
+def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str = "es") -> Feedback:
+    """Check ``fn(V, D, F, N, norm_first)`` against the parameter count of a tied Transformer."""
+    for V, D, F, N, norm_first in _PARAM_CASES:
+        got = attempt(lang, fn, V, D, F, N, norm_first)
+        try:
+            value = int(got)
+        except (TypeError, ValueError):
+            value = None
+        if value is None or value != got:
+            return not_yet(
+                lang,
+                f"tu función debe devolver un número entero, no {got!r}.",
+                f"your function must return a whole number, not {got!r}.",
+            )
+        expected = _count_model(V, D, F, N, norm_first)
+        if value == expected:
+            continue
+        where = f"(V={V}, D={D}, F={F}, N={N}, norm_first={norm_first})"
+        for wrong, es, en in _wrong_counts(V, D, F, N, norm_first):
+            if value == wrong:
+                return not_yet(lang, f"{where}: {es}", f"{where}: {en}")
+        diff = value - expected
+        return not_yet(
+            lang,
+            f"{where}: te sobran {diff} parámetros." if diff > 0 else f"{where}: te faltan {-diff} parámetros.",
+            f"{where}: you have {diff} parameters too many." if diff > 0
+            else f"{where}: you are {-diff} parameters short.",
+        )
+    return correct(
+        lang,
+        "Y no depende del número de cabezas: las H cabezas se reparten las mismas matrices D × D.",
+        "And it does not depend on the number of heads: the H heads share out the same D × D matrices.",
+    )
+
+
+# ---- exercise 3: output projection and softmax ------------------------------------------------------
+
+def _output_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(12)
+    cases = []
+    for B, T, D, V in ((2, 3, 8, 11), (3, 4, 6, 5)):
+        cases.append((torch.randn(B, T, D, generator=g), torch.randn(V, D, generator=g),
+                      torch.randn(V, generator=g)))
+    return cases
+
+
+@checker
+def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str = "es") -> Feedback:
+    """Check ``fn(h, weight, bias)`` = softmax(h Wᵀ + b) over the vocabulary, shape (B, T, V)."""
+    for h, weight, bias in _output_cases():
+        got = attempt(lang, fn, h.clone(), weight.clone(), bias.clone())
+        if not isinstance(got, Tensor):
+            return _not_tensor(lang, got)
+        (B, T, _), V = h.shape, weight.size(0)
+        logits = h @ weight.T + bias  # (B, T, V)
+        expected = torch.softmax(logits, dim=-1)
+        if got.shape != (B, T, V):
+            return not_yet(
+                lang,
+                f"la salida debe tener forma (B, T, V) = {(B, T, V)} y tiene {tuple(got.shape)}; `weight` es "
+                f"(V, D), así que se multiplica por su traspuesta: `h @ weight.T`.",
+                f"the output must have shape (B, T, V) = {(B, T, V)}, it has {tuple(got.shape)}; `weight` is "
+                f"(V, D), so multiply by its transpose: `h @ weight.T`.",
+            )
+        if _close(got, expected):
+            continue
+        hints = [
+            (logits,
+             "devuelves los logits: falta el softmax para convertirlos en probabilidades.",
+             "you return the logits: the softmax that turns them into probabilities is missing."),
+            (torch.log_softmax(logits, dim=-1),
+             "`log_softmax` da log-probabilidades (negativas); aquí se piden probabilidades: `torch.softmax`.",
+             "`log_softmax` gives log-probabilities (negative); here probabilities are asked for: "
+             "`torch.softmax`."),
+            (torch.softmax(logits, dim=1),
+             "el softmax va sobre el vocabulario, la última dimensión (`dim=-1`), no sobre las posiciones.",
+             "the softmax goes over the vocabulary, the last dimension (`dim=-1`), not over the positions."),
+            (torch.softmax(logits, dim=0),
+             "el softmax va sobre el vocabulario, la última dimensión (`dim=-1`), no sobre el lote.",
+             "the softmax goes over the vocabulary, the last dimension (`dim=-1`), not over the batch."),
+            (torch.softmax(h @ weight.T, dim=-1),
+             "falta el sesgo: `h @ weight.T + bias`.",
+             "the bias is missing: `h @ weight.T + bias`."),
+            (torch.sigmoid(logits),
+             "la sigmoide no da una distribución: usa el softmax, que hace que cada fila sume 1.",
+             "the sigmoid does not give a distribution: use the softmax, which makes each row add up to 1."),
+        ]
+        for wrong, es, en in hints:
+            if _close(got, wrong):
+                return not_yet(lang, es, en)
+        return not_yet(
+            lang,
+            "la salida debe ser `torch.softmax(h @ weight.T + bias, dim=-1)`: en cada posición, una "
+            "probabilidad por token del vocabulario, que suman 1.",
+            "the output must be `torch.softmax(h @ weight.T + bias, dim=-1)`: at every position, one "
+            "probability per vocabulary token, adding up to 1.",
+        )
+    return correct(
+        lang,
+        "Cada posición da una distribución sobre el vocabulario que suma 1.",
+        "Every position gives a distribution over the vocabulary that adds up to 1.",
+    )

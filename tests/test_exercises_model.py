@@ -1,0 +1,215 @@
+"""The checkers of notebook 06 accept right answers and reject typical mistakes with a useful hint."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from minitransformer.exercises import model as ex
+from minitransformer.exercises.model import check_model_params, check_output_probabilities, check_scaled_embeddings
+
+LANGS = ["es", "en"]
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def assert_rejected(feedback, lang, hint: dict[str, str]):
+    assert not feedback.ok, f"a wrong answer was accepted: {feedback.message}"
+    head = {"es": "❌ Todavía no:", "en": "❌ Not yet:"}[lang]
+    assert feedback.message.startswith(head), feedback.message
+    assert hint[lang] in feedback.message, f"expected the hint {hint[lang]!r} in: {feedback.message}"
+
+
+def assert_accepted(feedback, lang):
+    assert feedback.ok, feedback.message
+    assert feedback.message.startswith({"es": "✅ ¡Correcto!", "en": "✅ Correct!"}[lang])
+
+
+@pytest.mark.parametrize("check", [check_scaled_embeddings, check_model_params, check_output_probabilities])
+@pytest.mark.parametrize("lang", LANGS)
+def test_unfinished_stub_is_reported(check, lang):
+    assert_rejected(check(stub, lang=lang), lang, {"es": "NotImplementedError", "en": "NotImplementedError"})
+
+
+# ---- exercise 1: scaled embeddings ------------------------------------------------------------------
+
+def embed_right(tokens, table, pe):
+    return table[tokens] * math.sqrt(table.size(1)) + pe[: tokens.size(1)]
+
+
+def embed_in_place(tokens, table, pe):
+    table *= math.sqrt(table.size(1))
+    return table[tokens] + pe[: tokens.size(1)]
+
+
+def _sqrt_d(table):
+    return math.sqrt(table.size(1))
+
+
+EMBED_MISTAKES = {
+    "no scale": (lambda t, w, pe: w[t] + pe[: t.size(1)], {"es": "√D", "en": "√D"}),
+    "scaled by D": (lambda t, w, pe: w[t] * w.size(1) + pe[: t.size(1)], {"es": "no D", "en": "not D"}),
+    "divided": (lambda t, w, pe: w[t] / _sqrt_d(w) + pe[: t.size(1)], {"es": "no dividir", "en": "do not divide"}),
+    "PE scaled too": (lambda t, w, pe: (w[t] + pe[: t.size(1)]) * _sqrt_d(w),
+                      {"es": "no la codificación posicional", "en": "not the positional encoding"}),
+    "PE indexed by token": (lambda t, w, pe: w[t] * _sqrt_d(w) + pe[t], {"es": "posición", "en": "position"}),
+    "no PE": (lambda t, w, pe: w[t] * _sqrt_d(w), {"es": "pe[:T]", "en": "pe[:T]"}),
+    "whole PE table": (lambda t, w, pe: (w[t] * _sqrt_d(w))[:, :1] + pe, {"es": "pe[:T]", "en": "pe[:T]"}),
+    "modifies the table": (embed_in_place, {"es": "modifica", "en": "modifies"}),
+    "numpy array": (lambda t, w, pe: embed_right(t, w, pe).numpy(), {"es": "tensor", "en": "tensor"}),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_embeddings_accept_right_answer_and_the_package(lang):
+    assert_accepted(check_scaled_embeddings(embed_right, lang=lang), lang)
+
+
+def test_embeddings_match_the_package_embeddings():
+    """The checker's right answer is what the package's Embeddings module computes."""
+    from minitransformer.model import Embeddings, TransformerConfig
+    from minitransformer.positional import sinusoidal_encoding
+
+    config = TransformerConfig(src_vocab_size=13, tgt_vocab_size=13, d_model=18, n_heads=3, max_len=9, dropout=0.0)
+    emb = Embeddings(13, config).eval()
+    tokens = torch.randint(0, 13, (2, 7))
+    with torch.no_grad():
+        ours = embed_right(tokens, emb.token.weight, sinusoidal_encoding(9, 18))
+        torch.testing.assert_close(ours, emb(tokens))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("mistake", list(EMBED_MISTAKES))
+def test_embeddings_reject_mistake(mistake, lang):
+    fn, hint = EMBED_MISTAKES[mistake]
+    assert_rejected(check_scaled_embeddings(fn, lang=lang), lang, hint)
+
+
+# ---- exercise 2: parameter count ----------------------------------------------------------------------
+
+def params_right(V, D, F, N, norm_first):
+    attention = 4 * (D * D + D)
+    feed_forward = D * F + F + F * D + D
+    layer_norm = 2 * D
+    encoder = N * (attention + feed_forward + 2 * layer_norm)
+    decoder = N * (2 * attention + feed_forward + 3 * layer_norm)
+    final = 2 * layer_norm if norm_first else 0
+    return V * D + encoder + decoder + V + final
+
+
+def _with(delta):
+    """A wrong answer: the right count plus ``delta(V, D, F, N, norm_first)``."""
+    return lambda *a: params_right(*a) + delta(*a)
+
+
+PARAM_MISTAKES = {
+    "no output bias": (_with(lambda V, D, F, N, nf: -V), {"es": "sesgo", "en": "bias"}),
+    "tied weights counted three times": (_with(lambda V, D, F, N, nf: 2 * V * D), {"es": "una sola vez", "en": "count once"}),
+    "tied weights counted twice": (_with(lambda V, D, F, N, nf: V * D), {"es": "una sola vez", "en": "count once"}),
+    "decoder like encoder": (_with(lambda V, D, F, N, nf: -N * (4 * (D * D + D) + 2 * D)),
+                             {"es": "dos atenciones", "en": "two attentions"}),
+    "decoder with two LayerNorms": (_with(lambda V, D, F, N, nf: -N * 2 * D), {"es": "tres LayerNorm", "en": "three LayerNorms"}),
+    "LayerNorm counted as D": (_with(lambda V, D, F, N, nf: -(5 * N + (2 if nf else 0)) * D), {"es": "2D", "en": "2D"}),
+    "no LayerNorms": (_with(lambda V, D, F, N, nf: -(5 * N + (2 if nf else 0)) * 2 * D),
+                      {"es": "faltan las LayerNorm", "en": "LayerNorms are missing"}),
+    "no W_o": (_with(lambda V, D, F, N, nf: -3 * N * (D * D + D)), {"es": "W_o", "en": "W_o"}),
+    "no final norms in pre-LN": (_with(lambda V, D, F, N, nf: -4 * D if nf else 0), {"es": "pre-LN", "en": "pre-LN"}),
+    "final norms in post-LN": (_with(lambda V, D, F, N, nf: 0 if nf else 4 * D), {"es": "post-LN", "en": "post-LN"}),
+    "something else": (_with(lambda V, D, F, N, nf: 7), {"es": "te sobran 7", "en": "7 parameters too many"}),
+    "a float": (lambda *a: params_right(*a) + 0.5, {"es": "entero", "en": "whole number"}),
+    "a string": (lambda *a: str(params_right(*a)), {"es": "entero", "en": "whole number"}),
+}
+
+
+def params_no_bias(V, D, F, N, norm_first):
+    layer_norm = 2 * D
+    final = 2 * layer_norm if norm_first else 0
+    return V * D + N * (4 * D * D + 2 * D * F + 2 * layer_norm) + N * (8 * D * D + 2 * D * F + 3 * layer_norm) + final
+
+
+PARAM_MISTAKES["no biases at all"] = (params_no_bias, {"es": "sesgo", "en": "bias"})
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_params_accept_right_answer(lang):
+    assert_accepted(check_model_params(params_right, lang=lang), lang)
+
+
+def test_params_accept_numpy_and_torch_integers():
+    import numpy as np
+
+    assert check_model_params(lambda *a: np.int64(params_right(*a)), lang="en").ok
+    assert check_model_params(lambda *a: torch.tensor(params_right(*a)), lang="en").ok
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("mistake", list(PARAM_MISTAKES))
+def test_params_reject_mistake(mistake, lang):
+    fn, hint = PARAM_MISTAKES[mistake]
+    assert_rejected(check_model_params(fn, lang=lang), lang, hint)
+
+
+@pytest.mark.parametrize("case", ex._PARAM_CASES)
+def test_param_hints_are_unambiguous(case):
+    """Every typical mistake gives a count of its own, different from the right one."""
+    right = ex._count_model(*case)
+    assert right == params_right(*case)
+    wrong = [count for count, _, _ in ex._wrong_counts(*case)]
+    assert right not in wrong
+    assert len(set(wrong)) == len(wrong)
+
+
+def test_paper_base_model_count():
+    """The first case is the paper's base model: about 63 M parameters with tied weights."""
+    assert ex._PARAM_CASES[0] == (37000, 512, 2048, 6, False)
+    assert abs(ex._count_model(*ex._PARAM_CASES[0]) / 65e6 - 1) < 0.05
+
+
+# ---- exercise 3: output probabilities -------------------------------------------------------------
+
+def probs_right(h, weight, bias):
+    return torch.softmax(h @ weight.T + bias, dim=-1)
+
+
+PROB_MISTAKES = {
+    "logits": (lambda h, w, b: h @ w.T + b, {"es": "falta el softmax", "en": "softmax that turns"}),
+    "log_softmax": (lambda h, w, b: torch.log_softmax(h @ w.T + b, dim=-1), {"es": "log_softmax", "en": "log_softmax"}),
+    "softmax over positions": (lambda h, w, b: torch.softmax(h @ w.T + b, dim=1), {"es": "posiciones", "en": "positions"}),
+    "softmax over the batch": (lambda h, w, b: torch.softmax(h @ w.T + b, dim=0), {"es": "lote", "en": "batch"}),
+    "no bias": (lambda h, w, b: torch.softmax(h @ w.T, dim=-1), {"es": "falta el sesgo", "en": "bias is missing"}),
+    "sigmoid": (lambda h, w, b: torch.sigmoid(h @ w.T + b), {"es": "sigmoide", "en": "sigmoid"}),
+    "no transpose": (lambda h, w, b: torch.softmax(h @ w + b, dim=-1), {"es": "RuntimeError", "en": "RuntimeError"}),
+    "wrong shape": (lambda h, w, b: probs_right(h, w, b)[:, -1], {"es": "forma", "en": "shape"}),
+    "other": (lambda h, w, b: torch.full((h.size(0), h.size(1), w.size(0)), 1.0 / w.size(0)),
+              {"es": "dim=-1", "en": "dim=-1"}),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_probabilities_accept_right_answer(lang):
+    assert_accepted(check_output_probabilities(probs_right, lang=lang), lang)
+
+
+def test_probabilities_accept_the_package_generator():
+    """The right answer is what the model's generator followed by a softmax computes."""
+    from torch import nn
+
+    def with_linear(h, weight, bias):
+        linear = nn.Linear(weight.size(1), weight.size(0))
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+            linear.bias.copy_(bias)
+            return torch.softmax(linear(h), dim=-1)
+
+    assert check_output_probabilities(with_linear, lang="es").ok
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("mistake", list(PROB_MISTAKES))
+def test_probabilities_reject_mistake(mistake, lang):
+    fn, hint = PROB_MISTAKES[mistake]
+    assert_rejected(check_output_probabilities(fn, lang=lang), lang, hint)
