@@ -125,3 +125,14 @@ def test_notebooks_built_from_source():
         [sys.executable, str(ROOT / "tools" / "notebooks.py"), "check"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", list(ES.values()) + list(EN.values()), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_figures_are_shown(path):
+    """A cell whose last line draws a figure (`fig = ...`) stores an image."""
+    for i, cell in enumerate(load(path)):
+        lines = [l for l in source(cell).splitlines() if l.strip() and not l.lstrip().startswith("#")]
+        if cell["cell_type"] != "code" or not lines or not re.match(r"fig\w* = ", lines[-1]):
+            continue
+        images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        assert images, f"{path.name}, cell {i}: draws a figure but stores no image"

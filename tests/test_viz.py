@@ -154,3 +154,17 @@ def test_positional_figures_draw_the_data():
     assert np.allclose(fig.axes[1].get_lines()[0].get_ydata(), (pe @ pe.T)[7].numpy())
     with pytest.raises(ValueError):
         viz_pos.plot_encoding(torch.zeros(3, 4), lang="fr")
+
+
+def test_diagrams_leave_interactive_mode_alone():
+    """Drawing a diagram must not switch off interactive mode (later figures would not show)."""
+    import matplotlib as mpl
+
+    from minitransformer.viz.diagrams import draw_encoder_block
+
+    before = mpl.is_interactive()
+    for state in (True, False):
+        mpl.interactive(state)
+        draw_encoder_block(lang="es")
+        assert mpl.is_interactive() is state
+    mpl.interactive(before)

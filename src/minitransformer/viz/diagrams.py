@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -57,9 +58,11 @@ _RC = {
 
 
 def _canvas(width: float, height: float, scale: float = 0.62, bottom: float = 0.0) -> tuple[Figure, Axes]:
+    interactive = mpl.is_interactive()  # leaving rc_context would reset it and hide later figures
     with plt.rc_context(_RC):
         fig = plt.figure(figsize=(width * scale, height * scale))
         ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
+    mpl.interactive(interactive)
     ax.set_xlim(0, width)
     ax.set_ylim(bottom, bottom + height)
     ax.set_aspect("equal")

@@ -1,0 +1,220 @@
+"""Checkers for the encoder block's exercises: layer norm, post-LN sublayer, RMSNorm.
+
+The right answers come from PyTorch (``F.layer_norm``, ``F.rms_norm``, ``nn.LayerNorm``); the hints recognise the usual mistakes by
+comparing the student's output with what each mistake would give.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..layers import FeedForward
+from ._core import Feedback, attempt, checker, correct, not_yet
+
+__all__ = ["check_layer_norm", "check_post_ln_sublayer", "check_rms_norm"]
+
+
+def _randn(*shape: int, seed: int) -> Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+def _close(a, b: Tensor) -> bool:
+    return (
+        isinstance(a, Tensor)
+        and a.shape == b.shape
+        and bool(torch.isfinite(a).all())
+        and torch.allclose(a.detach().float(), b, atol=1e-4, rtol=1e-4)
+    )
+
+
+def _shape_problem(lang: str, got, expected: Tensor) -> Feedback | None:
+    if not isinstance(got, Tensor):
+        return not_yet(lang, f"tu función debe devolver un tensor, no {type(got).__name__}.",
+                       f"your function must return a tensor, not a {type(got).__name__}.")
+    if got.shape != expected.shape:
+        return not_yet(
+            lang,
+            f"la salida tiene forma {tuple(got.shape)} y debería tener {tuple(expected.shape)}, la misma que la entrada.",
+            f"the output has shape {tuple(got.shape)} and should have {tuple(expected.shape)}, the same as the input.",
+        )
+    return None
+
+
+def _layer_norm_variants(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return [
+        ((x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
+         "usas la varianza insesgada (dividida entre n − 1). La normalización de capa divide entre n: "
+         "`x.var(dim=-1, unbiased=False)`.",
+         "you use the unbiased variance (divided by n − 1). Layer normalisation divides by n: "
+         "`x.var(dim=-1, unbiased=False)`."),
+        ((x - mean) / torch.sqrt(var + eps),
+         "falta la transformación afín final: multiplica por `gamma` y suma `beta`.",
+         "the final affine step is missing: multiply by `gamma` and add `beta`."),
+        ((x - mean) / (torch.sqrt(var) + eps) * gamma + beta,
+         "`eps` va dentro de la raíz: √(σ² + ε), no √σ² + ε.",
+         "`eps` goes inside the square root: √(σ² + ε), not √σ² + ε."),
+        (F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5),
+         "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
+         "you do not use the `eps` argument (did you write 1e-5 by hand?)."),
+    ]
+
+
+@checker
+def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Feedback:
+    """Check ``layer_norm(x, gamma, beta, eps)`` against ``torch.nn.functional.layer_norm``.
+
+    x: (..., D); gamma, beta: (D,); the result has the shape of x.
+    """
+    # a token whose features are all equal: σ² = 0, only ε keeps the division finite
+    x = torch.full((1, 2, 4), 3.0)
+    gamma, beta = torch.ones(4), torch.arange(4.0)
+    got = attempt(lang, layer_norm, x.clone(), gamma.clone(), beta.clone(), 1e-5)
+    if isinstance(got, Tensor) and got.shape == x.shape and not bool(torch.isfinite(got).all()):
+        return not_yet(lang,
+                       "con un token constante (varianza 0) tu resultado no es finito: suma `eps` a la varianza "
+                       "antes de la raíz.",
+                       "with a constant token (variance 0) your result is not finite: add `eps` to the variance "
+                       "before the square root.")
+    cases = [
+        (_randn(2, 5, 8, seed=1) * 3 + 1, _randn(8, seed=2), _randn(8, seed=3), 1e-5),
+        (_randn(3, 6, seed=4) * 0.3, _randn(6, seed=5), _randn(6, seed=6), 0.5),
+    ]
+    for x, gamma, beta, eps in cases:
+        expected = F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+        got = attempt(lang, layer_norm, x.clone(), gamma.clone(), beta.clone(), eps)
+        problem = _shape_problem(lang, got, expected)
+        if problem is not None:
+            return problem
+        if _close(got, expected):
+            continue
+        for wrong, es, en in _layer_norm_variants(x, gamma, beta, eps):
+            if _close(got, wrong):
+                return not_yet(lang, es, en)
+        mean_first = x.mean(dim=0, keepdim=True)
+        std_first = x.var(dim=0, keepdim=True, unbiased=False).add(eps).sqrt()
+        if _close(got, (x - mean_first) / std_first * gamma + beta):
+            return not_yet(lang,
+                           "normalizas a lo largo del lote (dim=0). Cada token se normaliza con sus propias "
+                           "características: usa `dim=-1`.",
+                           "you normalise across the batch (dim=0). Each token is normalised over its own "
+                           "features: use `dim=-1`.")
+        return not_yet(lang,
+                       "el resultado no coincide con `F.layer_norm`. Recuerda: media y varianza sobre la última "
+                       "dimensión, (x − μ) / √(σ² + ε), luego · γ + β.",
+                       "the result does not match `F.layer_norm`. Remember: mean and variance over the last "
+                       "dimension, (x − μ) / √(σ² + ε), then · γ + β.")
+    return correct(lang, "Coincide con `F.layer_norm` (y con `nn.LayerNorm`).",
+                   "It matches `F.layer_norm` (and `nn.LayerNorm`).")
+
+
+@checker
+def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str = "es") -> Feedback:
+    """Check ``sublayer_connection(x, sublayer, norm)`` = norm(x + sublayer(x)) (post-LN).
+
+    x: (B, T, D); ``sublayer`` and ``norm`` are modules (B, T, D) -> (B, T, D).
+    """
+    D = 8
+    with torch.random.fork_rng(devices=[]):  # leave the notebook's random state alone
+        sublayer = FeedForward(D, 16)
+    norm = nn.LayerNorm(D)
+    with torch.no_grad():
+        for i, p in enumerate(list(sublayer.parameters()) + list(norm.parameters())):
+            p.copy_(_randn(*p.shape, seed=40 + i) * 0.5 + (1.0 if p is norm.weight else 0.0))
+    x = _randn(2, 4, D, seed=50) * 2 + 0.5
+    with torch.no_grad():
+        expected = norm(x + sublayer(x))
+        got = attempt(lang, sublayer_connection, x.clone(), sublayer, norm)
+        problem = _shape_problem(lang, got, expected)
+        if problem is not None:
+            return problem
+        if _close(got, expected):
+            return correct(lang, "Es la conexión de la capa del artículo: LayerNorm(x + Subcapa(x)).",
+                           "It is the paper's connection: LayerNorm(x + Sublayer(x)).")
+        variants = [
+            (x + sublayer(norm(x)),
+             "eso es pre-LN, x + Subcapa(LayerNorm(x)). En post-LN (el artículo) la norma va después de la suma.",
+             "that is pre-LN, x + Sublayer(LayerNorm(x)). In post-LN (the paper) the norm comes after the sum."),
+            (norm(sublayer(x)),
+             "falta la conexión residual: suma la entrada `x` a la salida de la subcapa antes de normalizar.",
+             "the residual connection is missing: add the input `x` to the sublayer's output before normalising."),
+            (x + sublayer(x),
+             "falta la normalización: aplica `norm` a la suma.",
+             "the normalisation is missing: apply `norm` to the sum."),
+            (norm(x) + sublayer(x),
+             "normaliza la suma x + Subcapa(x), no solo `x`.",
+             "normalise the sum x + Sublayer(x), not just `x`."),
+            (norm(x + sublayer(norm(x))),
+             "la subcapa recibe `x` directamente, sin normalizar antes.",
+             "the sublayer takes `x` directly, without normalising first."),
+        ]
+    for wrong, es, en in variants:
+        if _close(got, wrong):
+            return not_yet(lang, es, en)
+    return not_yet(lang, "el resultado no coincide con LayerNorm(x + Subcapa(x)).",
+                   "the result does not match LayerNorm(x + Sublayer(x)).")
+
+
+def _rms_norm_variants(x: Tensor, gamma: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:
+    mean_sq = (x**2).mean(dim=-1, keepdim=True)
+    return [
+        (F.layer_norm(x, x.shape[-1:], gamma, None, eps),
+         "restas la media: eso es la normalización de capa. RMSNorm solo divide entre la raíz de la media de "
+         "los cuadrados, sin centrar.",
+         "you subtract the mean: that is layer normalisation. RMSNorm only divides by the root of the mean of "
+         "the squares, without centring."),
+        (x / torch.sqrt(mean_sq + eps),
+         "falta multiplicar por `gamma`.", "multiplying by `gamma` is missing."),
+        (x / (torch.sqrt(mean_sq) + eps) * gamma,
+         "`eps` va dentro de la raíz: √(media(x²) + ε).", "`eps` goes inside the square root: √(mean(x²) + ε)."),
+        (x / torch.sqrt((x**2).sum(dim=-1, keepdim=True) + eps) * gamma,
+         "usa la media de los cuadrados (`mean`), no su suma.", "use the mean of the squares (`mean`), not their sum."),
+        (x / (mean_sq + eps) * gamma,
+         "falta la raíz cuadrada: divide entre √(media(x²) + ε).",
+         "the square root is missing: divide by √(mean(x²) + ε)."),
+        (F.rms_norm(x, x.shape[-1:], gamma, 1e-5),
+         "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
+         "you do not use the `eps` argument (did you write 1e-5 by hand?)."),
+    ]
+
+
+@checker
+def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedback:
+    """Check ``rms_norm(x, gamma, eps)`` = x / √(mean(x²) + ε) · γ against ``F.rms_norm``.
+
+    x: (..., D); gamma: (D,); the result has the shape of x.
+    """
+    x = torch.zeros(1, 2, 4)  # a token of zeros: only ε keeps 0 / 0 away
+    got = attempt(lang, rms_norm, x.clone(), torch.ones(4), 1e-6)
+    if isinstance(got, Tensor) and got.shape == x.shape and not bool(torch.isfinite(got).all()):
+        return not_yet(lang,
+                       "con un token de ceros tu resultado no es finito: suma `eps` dentro de la raíz.",
+                       "with a token of zeros your result is not finite: add `eps` inside the square root.")
+    cases = [
+        (_randn(2, 5, 8, seed=60) * 2 + 0.7, _randn(8, seed=61), 1e-6),
+        (_randn(3, 6, seed=62) * 0.4, _randn(6, seed=63), 0.5),
+    ]
+    for x, gamma, eps in cases:
+        expected = F.rms_norm(x, x.shape[-1:], gamma, eps)
+        got = attempt(lang, rms_norm, x.clone(), gamma.clone(), eps)
+        problem = _shape_problem(lang, got, expected)
+        if problem is not None:
+            return problem
+        if _close(got, expected):
+            continue
+        for wrong, es, en in _rms_norm_variants(x, gamma, eps):
+            if _close(got, wrong):
+                return not_yet(lang, es, en)
+        return not_yet(lang,
+                       "el resultado no coincide con `F.rms_norm`: x / √(media(x²) + ε) · γ, con la media sobre la "
+                       "última dimensión.",
+                       "the result does not match `F.rms_norm`: x / √(mean(x²) + ε) · γ, with the mean over the "
+                       "last dimension.")
+    return correct(lang, "Coincide con `F.rms_norm` (y con `nn.RMSNorm`).",
+                   "It matches `F.rms_norm` (and `nn.RMSNorm`).")

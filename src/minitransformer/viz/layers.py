@@ -1,0 +1,83 @@
+"""Figures for the encoder block: layer normalisation, activations, depth and scale."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ..i18n import tr
+
+__all__ = ["plot_layer_norm", "plot_activations", "plot_depth_scale"]
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def plot_layer_norm(before, after, labels: Sequence[str] | None = None, lang: str = "es") -> Figure:
+    """The features of a few tokens before and after layer normalisation.
+
+    Shapes: before and after (N, D): one row of dots per token, one dot per feature; the
+    bar marks each token's mean and its extent ±1 standard deviation.
+    """
+    b, a = _numpy(before), _numpy(after)
+    n = b.shape[0]
+    labels = list(labels) if labels is not None else [f"token {i}" for i in range(n)]
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 1.0 + 0.9 * n), sharey=True, layout="constrained")
+    titles = (tr(lang, "antes: cada token a su escala", "before: each token on its own scale"),
+              tr(lang, "después: media 0, desviación 1", "after: mean 0, standard deviation 1"))
+    rng = np.random.default_rng(0)
+    for ax, m, title in zip(axes, (b, a), titles):
+        for i in range(n):
+            jitter = rng.uniform(-0.12, 0.12, size=m.shape[1])
+            ax.scatter(m[i], np.full(m.shape[1], i) + jitter, s=14, alpha=0.6, color=f"C{i}")
+            mu, sd = m[i].mean(), m[i].std()
+            ax.errorbar(mu, i, xerr=sd, fmt="|", color="black", capsize=6, markersize=18, lw=2)
+        ax.axvline(0.0, color="0.6", lw=1, ls=":")
+        ax.set_title(title)
+        ax.set_xlabel(tr(lang, "valor de cada característica", "value of each feature"))
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(n), labels=labels)
+    axes[0].set_ylim(n - 0.5, -0.5)
+    return fig
+
+
+def plot_activations(x, curves: dict[str, object], lang: str = "es") -> Figure:
+    """Activation functions over the same inputs. Shapes: x (N,), each curve (N,)."""
+    xs = _numpy(x)
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
+    for i, (name, y) in enumerate(curves.items()):
+        ax.plot(xs, _numpy(y), lw=2.5, color=f"C{i}", label=name, ls="-" if i == 0 else "--")
+    ax.axhline(0.0, color="0.6", lw=1)
+    ax.axvline(0.0, color="0.6", lw=1)
+    ax.set_xlabel("x")
+    ax.set_ylabel(tr(lang, "activación(x)", "activation(x)"))
+    ax.set_title(tr(lang, "Funciones de activación", "Activation functions"))
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def plot_depth_scale(post_ln, pre_ln, lang: str = "es") -> Figure:
+    """Standard deviation of the residual stream after each layer, post-LN and pre-LN.
+
+    Shapes: post_ln and pre_ln (N,), one value per layer (layer 1 first).
+    """
+    post, pre = _numpy(post_ln), _numpy(pre_ln)
+    layers = np.arange(1, len(post) + 1)
+    fig, ax = plt.subplots(figsize=(7.0, 4.3), layout="constrained")
+    ax.plot(layers, post, "o-", color="C0", label=tr(lang, "post-LN (el artículo, BERT)", "post-LN (the paper, BERT)"))
+    ax.plot(layers, pre, "s-", color="C3", label=tr(lang, "pre-LN (sin la norma final)", "pre-LN (before the final norm)"))
+    ax.set_xlabel(tr(lang, "capa", "layer"))
+    ax.set_ylabel(tr(lang, "desviación típica de x", "standard deviation of x"))
+    ax.set_title(tr(lang, "Escala del flujo residual con la profundidad", "Scale of the residual stream with depth"))
+    ax.set_ylim(0.0, max(float(pre.max()), float(post.max())) * 1.15)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    return fig
