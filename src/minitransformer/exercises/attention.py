@@ -161,7 +161,7 @@ HINTS: dict[str, tuple[str, str]] = {
     "empty_row_nan": (
         "una fila sin ninguna clave permitida da NaN: la softmax de una fila entera de −∞ es 0/0. "
         "Esas filas deben tener pesos cero (y salida cero).",
-        "a row with no allowed key gives NaN: the softmax of a row of −∞ only is 0/0. Those rows "
+        "a row with no allowed key gives NaN: the softmax of a row that is all −∞ is 0/0. Those rows "
         "must get zero weights (and zero output).",
     ),
     "empty_row_uniform": (
@@ -179,9 +179,9 @@ HINTS: dict[str, tuple[str, str]] = {
         "the mask must be boolean (True = may attend), not of dtype {dtype}.",
     ),
     "mask_3d": (
-        "una máscara de 3 dimensiones, {got}, se alinea mal con las puntuaciones (B, H, T, T): "
+        "una máscara de 3 ejes, {got}, se alinea mal con las puntuaciones (B, H, T, T): "
         "su eje B cae sobre el eje de las cabezas. Añade el eje de las cabezas: (B, 1, T, T).",
-        "a 3-dimensional mask, {got}, lines up wrongly with the scores (B, H, T, T): its B axis "
+        "a mask with 3 axes, {got}, lines up wrongly with the scores (B, H, T, T): its B axis "
         "falls on the heads' axis. Add the heads' axis: (B, 1, T, T).",
     ),
     "mask_shape": (

@@ -14,7 +14,7 @@ __all__ = ["HINTS", "check_attention_shapes", "check_mha_parameters"]
 
 HINTS: dict[str, tuple[str, str]] = {
     "not_triple": (
-        "devuelve tres formas, `(encoder, decoder_self, cross)`, cada una una tupla de 4 enteros.",
+        "devuelve tres formas, `(encoder, decoder_self, cross)`, y cada una debe ser una tupla de 4 enteros.",
         "return three shapes, `(encoder, decoder_self, cross)`, each a tuple of 4 integers.",
     ),
     "no_heads": (
@@ -22,12 +22,12 @@ HINTS: dict[str, tuple[str, str]] = {
         "each layer gives one map per head: the shapes have 4 axes, (B, H, queries, keys).",
     ),
     "encoder": (
-        "la autoatención del codificador (encoder) va de la fuente a la fuente: (B, H, S, S).",
-        "the encoder's self-attention goes from the source to the source: (B, H, S, S).",
+        "en la autoatención del codificador (encoder), la frase de origen se mira a sí misma: (B, H, S, S).",
+        "in the encoder's self-attention, the source sentence looks at itself: (B, H, S, S).",
     ),
     "decoder_self": (
-        "la autoatención del decodificador (decoder) va del destino al destino: (B, H, T, T).",
-        "the decoder's self-attention goes from the target to the target: (B, H, T, T).",
+        "en la autoatención del decodificador (decoder), la frase de destino se mira a sí misma: (B, H, T, T).",
+        "in the decoder's self-attention, the target sentence looks at itself: (B, H, T, T).",
     ),
     "cross_swapped": (
         "en la atención cruzada (cross-attention) las consultas vienen del decodificador (T) y las "
@@ -36,8 +36,8 @@ HINTS: dict[str, tuple[str, str]] = {
         "(B, H, T, S), not (B, H, S, T).",
     ),
     "cross": (
-        "la atención cruzada va del destino (consultas, T) a la fuente (claves, S): (B, H, T, S).",
-        "cross-attention goes from the target (queries, T) to the source (keys, S): (B, H, T, S).",
+        "en la atención cruzada, el destino (consultas, T) mira al origen (claves, S): (B, H, T, S).",
+        "in cross-attention, the target (queries, T) looks at the source (keys, S): (B, H, T, S).",
     ),
     "not_int": (
         "devuelve un número entero de parámetros.",
