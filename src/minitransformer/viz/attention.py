@@ -31,12 +31,15 @@ def heatmap(
     vmax: float | None = None,
     annotate: bool | None = None,
     fmt: str = "{:.2f}",
+    fontsize: float = 9,
 ):
     """Draw one matrix on ``ax`` (rows = queries, columns = keys); returns the image."""
     m = _numpy(matrix)
     im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     if xlabels is not None:
-        ax.set_xticks(range(len(xlabels)), labels=list(xlabels), rotation=60, ha="right")
+        short = max((len(str(x)) for x in xlabels), default=0) <= 5
+        ax.set_xticks(range(len(xlabels)), labels=list(xlabels),
+                      rotation=0 if short else 45, ha="center" if short else "right")
     if ylabels is not None:
         ax.set_yticks(range(len(ylabels)), labels=list(ylabels))
     if annotate is None:
@@ -48,7 +51,7 @@ def heatmap(
         for (i, j), v in np.ndenumerate(m):
             # dark text on the light end of the colour map, light text on the dark end
             light = (v - lo) / span > 0.55
-            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=9,
+            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=fontsize,
                     color="black" if light else "white")
     ax.spines[:].set_visible(False)
     return im
@@ -64,9 +67,10 @@ def plot_attention(
 ) -> Figure:
     """One attention map: weights (T, S), rows = queries, columns = keys."""
     w = _numpy(weights)
-    size = (max(4.0, 0.6 * w.shape[1] + 2.5), max(3.5, 0.5 * w.shape[0] + 1.5))
+    # large enough to read on a projector: about an inch per key and 0.8 inch per query
+    size = (min(13.0, max(6.5, 0.95 * w.shape[1] + 3.0)), min(10.0, max(4.8, 0.8 * w.shape[0] + 2.0)))
     fig, ax = plt.subplots(figsize=size, layout="constrained")
-    im = heatmap(w, ax, keys, queries, vmin=0.0, vmax=1.0, annotate=annotate)
+    im = heatmap(w, ax, keys, queries, vmin=0.0, vmax=1.0, annotate=annotate, fontsize=12)
     ax.set_xlabel(tr(lang, "claves (keys)", "keys"))
     ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
     ax.set_title(title if title is not None else tr(lang, "Pesos de atención", "Attention weights"))
