@@ -306,13 +306,13 @@ def draw_encoder_block(lang: str = "es") -> Figure:
     W, H = 9.6, 9.3
     fig, ax = _canvas(W, H, scale=0.7)
     cx, y0 = 5.1, 1.2
-    _text(ax, cx, 0.45, tr(lang, "entrada  x  (B, T, d_model)", "input  x  (B, T, d_model)"), size=FONT)
+    _text(ax, cx, 0.45, tr(lang, "entrada $x$  (B, S, d_model)", "input $x$  (B, S, d_model)"), size=FONT)
     _line(ax, [(cx, 0.75), (cx, y0)], arrow=False)
     info = _encoder_column(ax, cx, y0, L, qkv=True)
     _frame(ax, cx - _BW / 2 - 0.75, y0 + 0.05, cx + _BW / 2 + 0.3, info["top"] + 0.3)
     _text(ax, cx - _BW / 2 - 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="right")
     _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])
-    _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, T, d_model)", "output  (B, T, d_model)"), size=FONT)
+    _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, S, d_model)", "output  (B, S, d_model)"), size=FONT)
     return fig
 
 
@@ -322,7 +322,7 @@ def draw_decoder_block(lang: str = "es") -> Figure:
     W, H = 11.4, 12.3
     fig, ax = _canvas(W, H, scale=0.66)
     cx, y0 = 6.6, 1.2
-    _text(ax, cx, 0.45, tr(lang, "entrada  y  (B, T, d_model)", "input  y  (B, T, d_model)"), size=FONT)
+    _text(ax, cx, 0.45, tr(lang, "entrada $y$  (B, T, d_model)", "input $y$  (B, T, d_model)"), size=FONT)
     _line(ax, [(cx, 0.75), (cx, y0)], arrow=False)
     x_mem = 2.05
     info = _decoder_column(ax, cx, y0, L, x_memory=x_mem, y_memory=1.75, qkv=True)
