@@ -71,6 +71,18 @@ GLOSSARY: dict[str, str] = {
     "shifted right": "desplazado a la derecha",
     "output projection": "proyección de salida",
     "forward pass": "pasada hacia delante",
+    "sublayer": "subcapa",
+    "bias": "sesgo",
+    "position-wise": "posición a posición",
+    "residual stream": "flujo residual",
+    "toy data": "datos de juguete",
+    "sanity check": "prueba de cordura",
+    "exact match": "acierto exacto",
+    "gradient clipping": "recorte del gradiente",
+    "error analysis": "análisis de errores",
+    "training set": "conjunto de entrenamiento",
+    "validation set": "conjunto de validación",
+    "test set": "conjunto de prueba",
 }
 
 

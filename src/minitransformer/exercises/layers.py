@@ -50,9 +50,9 @@ def _layer_norm_variants(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
     var = x.var(dim=-1, keepdim=True, unbiased=False)
     return [
         ((x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
-         "usas la varianza insesgada (dividida entre n − 1). La normalización de capa divide entre n: "
+         "usas la varianza insesgada (dividida entre D − 1). La normalización de capa divide entre D: "
          "`x.var(dim=-1, unbiased=False)`.",
-         "you use the unbiased variance (divided by n − 1). Layer normalisation divides by n: "
+         "you use the unbiased variance (divided by D − 1). Layer normalisation divides by D: "
          "`x.var(dim=-1, unbiased=False)`."),
         ((x - mean) / torch.sqrt(var + eps),
          "falta la transformación afín final: multiplica por `gamma` y suma `beta`.",
@@ -135,8 +135,8 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
         if problem is not None:
             return problem
         if _close(got, expected):
-            return correct(lang, "Es la conexión de la capa del artículo: LayerNorm(x + Subcapa(x)).",
-                           "It is the paper's connection: LayerNorm(x + Sublayer(x)).")
+            return correct(lang, "Es la conexión post-LN del artículo: LayerNorm(x + Subcapa(x)).",
+                           "It is the paper's post-LN connection: LayerNorm(x + Sublayer(x)).")
         variants = [
             (x + sublayer(norm(x)),
              "eso es pre-LN, x + Subcapa(LayerNorm(x)). En post-LN (el artículo) la norma va después de la suma.",
@@ -151,8 +151,10 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
              "normaliza la suma x + Subcapa(x), no solo `x`.",
              "normalise the sum x + Sublayer(x), not just `x`."),
             (norm(x + sublayer(norm(x))),
-             "la subcapa recibe `x` directamente, sin normalizar antes.",
-             "the sublayer takes `x` directly, without normalising first."),
+             "en post-LN la subcapa recibe `x` directamente: no normalices antes de la subcapa, solo después de "
+             "la suma.",
+             "in post-LN the sublayer takes `x` directly: do not normalise before the sublayer, only after the "
+             "sum."),
         ]
     for wrong, es, en in variants:
         if _close(got, wrong):
