@@ -83,6 +83,12 @@ GLOSSARY: dict[str, str] = {
     "training set": "conjunto de entrenamiento",
     "validation set": "conjunto de validación",
     "test set": "conjunto de prueba",
+    "alignment": "alineamiento",
+    "coreference": "correferencia",
+    "hook": "gancho",
+    "head view": "vista de cabezas",
+    "model view": "vista del modelo",
+    "neuron view": "vista de neuronas",
 }
 
 

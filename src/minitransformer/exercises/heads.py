@@ -1,0 +1,105 @@
+"""Checkers for notebook 08: finding a head by code, and one row of attention from q and k."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..viz.heads import attention_to, top_heads
+from ._core import Feedback, attempt, checker, correct, not_yet
+
+__all__ = ["check_strongest_head", "check_attention_row"]
+
+
+def _random_maps(seed: int, n_layers: int = 3, n_heads: int = 4, length: int = 6) -> list[Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.softmax(3 * torch.randn(1, n_heads, length, length, generator=g), dim=-1)
+            for _ in range(n_layers)]  # L × (1, H, T, T)
+
+
+@checker
+def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
+    """``strongest_head(maps, query, key)`` must return the (layer, head) in which the token
+    at position ``query`` gives the most attention to the token at position ``key``;
+    ``maps`` is a list of (1, H, T, T) maps, one per layer."""
+    for seed, (query, key) in enumerate([(4, 1), (2, 5), (0, 3), (5, 5)]):
+        maps = _random_maps(seed)
+        want = top_heads(attention_to(maps, query, key), 1)[0]
+        got = attempt(lang, strongest_head, [m.clone() for m in maps], query, key)
+        if isinstance(got, Tensor):
+            got = tuple(int(x) for x in got.flatten()) if got.numel() in (1, 2) else got
+        if isinstance(got, int) or (isinstance(got, tuple) and len(got) == 1):
+            return not_yet(
+                lang,
+                "devuelve un par (capa, cabeza), no un solo número: si usaste `argmax` sobre una "
+                "matriz aplanada (L·H), `divmod(i, H)` lo convierte en (capa, cabeza).",
+                "return a pair (layer, head), not a single number: if you used `argmax` on a "
+                "flattened (L·H) matrix, `divmod(i, H)` turns it into (layer, head).",
+            )
+        try:
+            got = (int(got[0]), int(got[1]))
+        except (TypeError, ValueError, IndexError):
+            return not_yet(lang, f"se esperaba un par (capa, cabeza) y tu función devolvió {got!r}.",
+                           f"a pair (layer, head) was expected and your function returned {got!r}.")
+        if got == want:
+            continue
+        if got == want[::-1]:
+            return not_yet(lang, "el orden es (capa, cabeza): has devuelto (cabeza, capa).",
+                           "the order is (layer, head): you returned (head, layer).")
+        swapped = top_heads(attention_to(maps, key, query), 1)[0]
+        if got == swapped:
+            return not_yet(
+                lang,
+                "has leído la atención de la clave hacia la consulta: en cada mapa (T, S) la fila "
+                "es la consulta, así que el peso es `maps[l][0, h, query, key]`.",
+                "you read the attention from the key to the query: in each (T, S) map the row is "
+                "the query, so the weight is `maps[l][0, h, query, key]`.",
+            )
+        return not_yet(
+            lang,
+            f"con query={query} y key={key} la cabeza correcta es {want} y tu función dio {got}: "
+            "compara `maps[l][0, h, query, key]` en todas las capas y cabezas.",
+            f"with query={query} and key={key} the right head is {want} and your function gave "
+            f"{got}: compare `maps[l][0, h, query, key]` over every layer and head.",
+        )
+    return correct(lang, "Así se encuentran las cabezas en el cuaderno: con código, no a ojo.",
+                   "That is how the notebook finds heads: with code, not by eye.")
+
+
+@checker
+def check_attention_row(attention_row, lang: str = "es") -> Feedback:
+    """``attention_row(q, k)`` must return softmax(k q / √d_head): the weights of one query
+    q (Dh,) over S keys k (S, Dh), shape (S,)."""
+    g = torch.Generator().manual_seed(8)
+    for S, Dh in [(5, 16), (7, 32)]:
+        q = 2 * torch.randn(Dh, generator=g)
+        k = 2 * torch.randn(S, Dh, generator=g)
+        scores = k @ q  # (S,)
+        want = torch.softmax(scores / math.sqrt(Dh), dim=-1)
+        got = attempt(lang, attention_row, q.clone(), k.clone())
+        if not isinstance(got, Tensor):
+            return not_yet(lang, "devuelve un tensor de PyTorch.", "return a PyTorch tensor.")
+        if got.shape != want.shape:
+            return not_yet(lang, f"la forma debe ser (S,) = {tuple(want.shape)}, no {tuple(got.shape)}.",
+                           f"the shape must be (S,) = {tuple(want.shape)}, not {tuple(got.shape)}.")
+        got = got.detach().float()
+        if torch.allclose(got, want, atol=1e-5):
+            continue
+        if torch.allclose(got, torch.softmax(scores, dim=-1), atol=1e-5):
+            return not_yet(lang, "falta dividir las puntuaciones entre √d_head antes del softmax.",
+                           "the scores must be divided by √d_head before the softmax.")
+        if torch.allclose(got, torch.softmax(scores / Dh, dim=-1), atol=1e-5):
+            return not_yet(lang, "se divide entre la raíz cuadrada de d_head, no entre d_head.",
+                           "divide by the square root of d_head, not by d_head.")
+        if torch.allclose(got, scores / math.sqrt(Dh), atol=1e-4):
+            return not_yet(lang, "esas son las puntuaciones: falta el softmax para convertirlas en pesos.",
+                           "those are the scores: a softmax turns them into weights.")
+        if abs(float(got.sum()) - 1.0) > 1e-4:
+            return not_yet(lang, "los pesos de una consulta deben sumar 1: aplica softmax sobre las S claves.",
+                           "the weights of one query must add up to 1: apply softmax over the S keys.")
+        return not_yet(lang, "los pesos no coinciden: suma q ⊙ k_j sobre las dimensiones, divide entre √d_head y aplica softmax.",
+                       "the weights do not match: sum q ⊙ k_j over the dimensions, divide by √d_head, then softmax.")
+    return correct(lang, "Es exactamente lo que dibuja la vista de neuronas.",
+                   "It is exactly what the neuron view draws.")

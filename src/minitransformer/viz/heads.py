@@ -1,0 +1,640 @@
+"""Attention heads: bertviz views fed from our models' own maps, and static figures of them.
+
+bertviz (head view, model view) draws attention in the browser with JavaScript that it loads
+from a CDN; the static matplotlib figures here draw the same maps anywhere (slides, PDF,
+offline). The maps always come from the model's own forward pass
+(``Transformer.forward(..., return_attention=True)`` or ``Encoder.forward``): nothing here
+recomputes attention.
+
+Letters: L layers, B batch, H heads, T query (target) length, S key (source) length,
+Dh d_head.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor, nn
+
+from ..i18n import tr
+from ..model import AttentionMaps
+from .attention import heatmap
+
+__all__ = [
+    "translator_attention",
+    "bertviz_arguments",
+    "head_view",
+    "model_view",
+    "attention_to",
+    "top_heads",
+    "plot_head_grid",
+    "plot_alignment",
+    "plot_head_scores",
+    "plot_score_breakdown",
+    "js_libraries",
+    "offline_page",
+    "write_offline_page",
+]
+
+
+# --------------------------------------------------------------------------- the maps
+
+
+@torch.no_grad()
+def translator_attention(model: nn.Module, src: Tensor, tgt: Tensor) -> AttentionMaps:
+    """Every attention map of one forward pass of a :class:`~minitransformer.model.Transformer`.
+
+    Runs ``model(src, tgt, return_attention=True)`` in ``eval()`` mode (no dropout) and
+    restores the model's mode afterwards.
+
+    Shapes: src (B, S), tgt (B, T) -> maps: encoder L × (B, H, S, S), decoder_self
+    L × (B, H, T, T), cross L × (B, H, T, S).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        _, maps = model(src, tgt, return_attention=True)
+    finally:
+        model.train(was_training)
+    return maps
+
+
+def _one_example(w: Tensor, index: int, rows: int, cols: int, decimals: int | None, what: str) -> Tensor:
+    """(B, H, ·, ·) or (H, ·, ·) -> (1, H, rows, cols), float64 on the CPU, rounded."""
+    if w.dim() == 3:
+        w = w[None]  # (1, H, ·, ·)
+    if w.dim() != 4:
+        raise ValueError(f"{what}: expected maps of shape (B, H, ·, ·) or (H, ·, ·), got {tuple(w.shape)}")
+    if not -w.size(0) <= index < w.size(0):
+        raise ValueError(f"{what}: index {index} is outside the batch of {w.size(0)}")
+    if w.size(2) < rows or w.size(3) < cols:
+        raise ValueError(
+            f"{what}: maps of shape {tuple(w.shape[2:])} are smaller than the tokens given "
+            f"({rows} query tokens, {cols} key tokens)"
+        )
+    w = w[index : index + 1, :, :rows, :cols].detach().to("cpu", torch.float64)  # (1, H, rows, cols)
+    return w.round(decimals=decimals) if decimals is not None else w
+
+
+def bertviz_arguments(
+    maps: AttentionMaps | Sequence[Tensor],
+    tokens: Sequence[str] | None = None,
+    *,
+    src_tokens: Sequence[str] | None = None,
+    tgt_tokens: Sequence[str] | None = None,
+    index: int = 0,
+    decimals: int | None = 3,
+) -> dict[str, Any]:
+    """The keyword arguments of bertviz's ``head_view`` and ``model_view`` for our maps.
+
+    Args:
+        maps: an :class:`AttentionMaps` (encoder-decoder: give ``src_tokens`` and
+            ``tgt_tokens``) or one self-attention map per layer, e.g. the ``maps`` of
+            ``Encoder.forward`` (give ``tokens``).
+        tokens, src_tokens, tgt_tokens: the words. The maps are cut to their lengths, so
+            padding at the end of a batch is left out.
+        index: which example of the batch.
+        decimals: attention is rounded to this many decimals before bertviz embeds it in
+            the page (small, stable outputs); ``None`` keeps every digit.
+
+    Shapes: each map (B, H, T, S) or (H, T, S) -> (1, H, T', S') in float64.
+    """
+    if isinstance(maps, AttentionMaps):
+        if tokens is not None:
+            raise ValueError("for an encoder-decoder's AttentionMaps give src_tokens and tgt_tokens, not tokens")
+        if src_tokens is None or tgt_tokens is None:
+            raise ValueError("an encoder-decoder's AttentionMaps needs src_tokens and tgt_tokens")
+        S, T = len(src_tokens), len(tgt_tokens)
+        kwargs: dict[str, Any] = {"encoder_tokens": list(src_tokens), "decoder_tokens": list(tgt_tokens)}
+        parts = [
+            ("encoder_attention", maps.encoder, S, S, "encoder"),
+            ("decoder_attention", maps.decoder_self, T, T, "decoder_self"),
+            ("cross_attention", maps.cross, T, S, "cross"),
+        ]
+        for key, layers, rows, cols, what in parts:
+            if layers:
+                kwargs[key] = [_one_example(w, index, rows, cols, decimals, what) for w in layers]
+        if len(kwargs) == 2:
+            raise ValueError("the AttentionMaps hold no maps")
+        return kwargs
+    if src_tokens is not None or tgt_tokens is not None:
+        raise ValueError("self-attention maps take tokens=..., not src_tokens/tgt_tokens")
+    if tokens is None:
+        raise ValueError("give the tokens of the sentence")
+    layers = list(maps)
+    if not layers:
+        raise ValueError("no attention maps given")
+    n = len(tokens)
+    return {
+        "attention": [_one_example(w, index, n, n, decimals, "attention") for w in layers],
+        "tokens": list(tokens),
+    }
+
+
+def head_view(
+    maps: AttentionMaps | Sequence[Tensor],
+    tokens: Sequence[str] | None = None,
+    *,
+    src_tokens: Sequence[str] | None = None,
+    tgt_tokens: Sequence[str] | None = None,
+    index: int = 0,
+    decimals: int | None = 3,
+    html_action: str = "view",
+    **options: Any,
+):
+    """bertviz's head view of our maps (arguments as :func:`bertviz_arguments`).
+
+    ``options`` go to ``bertviz.head_view`` (``layer``, ``heads``, ``include_layers``...).
+    With ``html_action="return"`` returns bertviz's HTML object instead of displaying it.
+    """
+    from bertviz import head_view as bertviz_head_view
+
+    kwargs = bertviz_arguments(
+        maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
+    )
+    return _show(bertviz_head_view, kwargs, html_action, options)
+
+
+def model_view(
+    maps: AttentionMaps | Sequence[Tensor],
+    tokens: Sequence[str] | None = None,
+    *,
+    src_tokens: Sequence[str] | None = None,
+    tgt_tokens: Sequence[str] | None = None,
+    index: int = 0,
+    decimals: int | None = 3,
+    html_action: str = "view",
+    display_mode: str = "light",
+    **options: Any,
+):
+    """bertviz's model view (every layer × every head) of our maps.
+
+    Arguments as :func:`head_view`; ``options`` go to ``bertviz.model_view``
+    (``include_layers``, ``include_heads``...).
+    """
+    from bertviz import model_view as bertviz_model_view
+
+    kwargs = bertviz_arguments(
+        maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
+    )
+    return _show(bertviz_model_view, kwargs, html_action, {"display_mode": display_mode, **options})
+
+
+# bertviz's page: the require.js tag, the <div> it draws into, then its script.
+_BERTVIZ_PAGE = re.compile(
+    r'(<script src="[^"]*"></script>)(.*?)\n<script type="text/javascript">\n(.*)\n</script>\n?$', re.S
+)
+# bertviz puts its parameters (all the attention) in the script twice: once in the code and once
+# more in the comment that follows it, because the comment names the template marker.
+_PARAMS_COPY = re.compile(r"(const params = \{.*?\}; // HACK: )\{.*?\}( is a template marker)", re.S)
+
+
+def _show(view_fn, kwargs: dict, html_action: str, options: Mapping[str, Any]):
+    """Run a bertviz view; keep one copy of its parameters; display it as bertviz does."""
+    if html_action not in ("view", "return"):
+        raise ValueError("html_action must be 'view' or 'return'")
+    from IPython.display import HTML, Javascript, display
+
+    page = view_fn(**kwargs, html_action="return", **options).data
+    page = _PARAMS_COPY.sub(r"\1PYTHON_PARAMS\2", page, count=1)
+    if html_action == "return":
+        return HTML(page)
+    parts = _BERTVIZ_PAGE.match(page)
+    if parts is None:  # another bertviz layout: let bertviz display itself
+        return view_fn(**kwargs, html_action="view", **options)
+    display(HTML(parts.group(1)))
+    display(HTML(parts.group(2)))
+    display(Javascript(parts.group(3)))
+    return None
+
+
+# --------------------------------------------------------------------------- finding heads
+
+
+def _stack(maps: Sequence[Tensor], index: int = 0) -> Tensor:
+    """L maps of shape (B, H, T, S) or (H, T, S) -> one tensor (L, H, T, S)."""
+    out = []
+    for w in maps:
+        if w.dim() == 4:
+            w = w[index]
+        if w.dim() != 3:
+            raise ValueError(f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}")
+        out.append(w.detach())
+    if not out:
+        raise ValueError("no attention maps given")
+    return torch.stack(out)  # (L, H, T, S)
+
+
+def attention_to(
+    maps: Sequence[Tensor], query: int, keys: int | Sequence[int], index: int = 0
+) -> Tensor:
+    """How much one query position attends to some key positions, in every layer and head.
+
+    Args:
+        maps: one map per layer, (B, H, T, S) or (H, T, S).
+        query: position of the query token.
+        keys: position (or positions) of the key tokens.
+        index: which example of the batch.
+
+    Shapes: -> (L, H) for one key, (L, H, K) for K keys.
+    """
+    w = _stack(maps, index)  # (L, H, T, S)
+    if isinstance(keys, int):
+        return w[:, :, query, keys]  # (L, H)
+    return w[:, :, query, list(keys)]  # (L, H, K)
+
+
+def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:
+    """The ``k`` (layer, head) pairs with the largest scores, largest first.
+
+    Shapes: scores (L, H). Ties go to the lower layer, then the lower head.
+    """
+    if scores.dim() != 2:
+        raise ValueError(f"scores must have shape (L, H), got {tuple(scores.shape)}")
+    L, H = scores.shape
+    flat = scores.detach().flatten().cpu()
+    order = sorted(range(L * H), key=lambda i: (-float(flat[i]), i))[:k]
+    return [divmod(i, H) for i in order]
+
+
+# --------------------------------------------------------------------------- static figures
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def plot_head_grid(
+    maps: Sequence[Tensor],
+    keys: Sequence[str],
+    queries: Sequence[str] | None = None,
+    *,
+    index: int = 0,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    pairs: Sequence[tuple[int, int]] | None = None,
+    lang: str = "es",
+    title: str | None = None,
+) -> Figure:
+    """A grid of heatmaps, one row per layer and one column per head.
+
+    Args:
+        maps: one map per layer, (B, H, T, S) or (H, T, S).
+        keys, queries: token labels of the columns and rows (queries default to keys);
+            the maps are cut to their lengths (padding at the end is left out).
+        index: which example of the batch.
+        layers, heads: which layers and heads to draw (default: all).
+        pairs: instead of ``layers`` × ``heads``, these (layer, head) pairs in one row.
+    """
+    queries = keys if queries is None else queries
+    w = _stack(maps, index)[:, :, : len(queries), : len(keys)]  # (L, H, T, S)
+    if pairs is not None:
+        grid = [[(layer, head) for layer, head in pairs]]
+    else:
+        layers = list(range(w.size(0))) if layers is None else list(layers)
+        heads = list(range(w.size(1))) if heads is None else list(heads)
+        grid = [[(layer, head) for head in heads] for layer in layers]
+    nrows, ncols = len(grid), len(grid[0])
+    n = max(len(keys), len(queries))
+    cell = max(1.9, 0.17 * n + 0.9)
+    label_room = 0.09 * max(len(t) for t in list(keys) + list(queries)) + 0.5
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(cell * ncols + label_room + 0.9, cell * nrows + label_room + 0.4),
+        squeeze=False, layout="constrained",
+    )
+    fontsize = 10 if n <= 10 or nrows * ncols <= 4 else 8
+    im = None
+    for r, row in enumerate(grid):
+        for c, (layer, head) in enumerate(row):
+            ax = axes[r, c]
+            im = heatmap(w[layer, head], ax, vmin=0.0, vmax=1.0, annotate=False)
+            if r == nrows - 1:
+                ax.set_xticks(range(len(keys)), labels=list(keys), rotation=70, ha="right",
+                              fontsize=fontsize, rotation_mode="anchor")
+            else:
+                ax.set_xticks([])
+            if c == 0:
+                ax.set_yticks(range(len(queries)), labels=list(queries), fontsize=fontsize)
+                if pairs is None:
+                    ax.set_ylabel(tr(lang, f"capa {layer}", f"layer {layer}"), fontsize=12)
+            else:
+                ax.set_yticks([])
+            if pairs is not None:
+                ax.set_title(tr(lang, f"capa {layer}, cabeza {head}", f"layer {layer}, head {head}"), fontsize=12)
+            elif r == 0:
+                ax.set_title(tr(lang, f"cabeza {head}", f"head {head}"), fontsize=12)
+    fig.colorbar(im, ax=axes, shrink=min(0.8, 0.3 + 0.15 * nrows), pad=0.01)
+    if title:
+        fig.suptitle(title, fontsize=14)
+    return fig
+
+
+def _draw_lines(ax, weights: np.ndarray, left: Sequence[str], right: Sequence[str], lang: str) -> None:
+    """bertviz-like picture: queries on the left, keys on the right, one line per pair."""
+    T, S = weights.shape
+    n = max(T, S)
+    y_left = [n - 1 - i * (n - 1) / max(T - 1, 1) if T > 1 else (n - 1) / 2 for i in range(T)]
+    y_right = [n - 1 - j * (n - 1) / max(S - 1, 1) if S > 1 else (n - 1) / 2 for j in range(S)]
+    for i in range(T):
+        for j in range(S):
+            a = float(weights[i, j])
+            if a < 0.02:
+                continue
+            ax.plot([0.08, 0.92], [y_left[i], y_right[j]], color="tab:blue",
+                    alpha=min(1.0, 0.15 + 0.85 * a), linewidth=0.5 + 5.5 * a, solid_capstyle="round")
+    for i, t in enumerate(left):
+        ax.text(0.05, y_left[i], t, ha="right", va="center", fontsize=12)
+    for j, t in enumerate(right):
+        ax.text(0.95, y_right[j], t, ha="left", va="center", fontsize=12)
+    ax.text(0.05, n - 0.2, tr(lang, "consultas", "queries"), ha="right", va="bottom", fontsize=10, color="0.4")
+    ax.text(0.95, n - 0.2, tr(lang, "claves", "keys"), ha="left", va="bottom", fontsize=10, color="0.4")
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(-0.6, n + 0.4)
+    ax.axis("off")
+
+
+def plot_alignment(
+    weights: Tensor | Sequence[Tensor],
+    src_tokens: Sequence[str] | Sequence[Sequence[str]],
+    tgt_tokens: Sequence[str] | Sequence[Sequence[str]],
+    *,
+    lang: str = "es",
+    titles: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Cross-attention between target (English) and source (Spanish) words.
+
+    One row per example: on the left the lines of bertviz's head view (queries on the left,
+    keys on the right, thicker = more attention), on the right the same weights as a
+    heatmap with their values.
+
+    Args:
+        weights: (T, S) map of one example, or a list of them (one per example).
+        src_tokens, tgt_tokens: the words of the keys (columns) and queries (rows), or a
+            list of word lists (one per example). The maps are cut to their lengths.
+        titles: one title per example.
+    """
+    if isinstance(weights, Tensor) and weights.dim() == 2:
+        weights, src_tokens, tgt_tokens = [weights], [src_tokens], [tgt_tokens]
+        titles = None if titles is None else list(titles)
+    examples = [_numpy(w)[: len(t), : len(s)] for w, s, t in zip(weights, src_tokens, tgt_tokens)]
+    n_ex = len(examples)
+    if not n_ex or not (n_ex == len(src_tokens) == len(tgt_tokens)):
+        raise ValueError("give as many weight maps as lists of source and target tokens")
+    widest = max(max(w.shape) for w in examples)
+    row_h = max(2.6, 0.45 * widest + 1.1)
+    hm_w = max(3.6, 0.75 * max(w.shape[1] for w in examples) + 2.4)
+    fig, axes = plt.subplots(
+        n_ex, 2, figsize=(5.2 + hm_w, row_h * n_ex + (0.5 if title else 0.0)), squeeze=False,
+        layout="constrained", gridspec_kw={"width_ratios": [5.2, hm_w]},
+    )
+    im = None
+    for r, (w, s, t) in enumerate(zip(examples, src_tokens, tgt_tokens)):
+        _draw_lines(axes[r, 0], w, list(t), list(s), lang)
+        im = heatmap(w, axes[r, 1], list(s), list(t), vmin=0.0, vmax=1.0, annotate=True)
+        axes[r, 1].set_xlabel(tr(lang, "claves: palabras en español", "keys: Spanish words"))
+        axes[r, 1].set_ylabel(tr(lang, "consultas", "queries"))
+        if titles is not None:
+            axes[r, 0].set_title(titles[r], fontsize=13, loc="left")
+    fig.colorbar(im, ax=axes[:, 1], shrink=0.8 if n_ex == 1 else 0.5)
+    if title:
+        fig.suptitle(title, fontsize=14)
+    return fig
+
+
+def plot_head_scores(
+    values: Tensor | Sequence[Tensor],
+    *,
+    titles: Sequence[str] | None = None,
+    mark: Sequence[tuple[int, int]] | None = None,
+    lang: str = "es",
+    title: str | None = None,
+    ncols: int = 2,
+    vmax: float | None = None,
+) -> Figure:
+    """One number per (layer, head) as a heatmap, for one or several panels.
+
+    Args:
+        values: (L, H) or a list of (L, H) tensors (e.g. how much "it" attends to "animal").
+        titles: one title per panel.
+        mark: (layer, head) pairs to outline with a red box in every panel.
+        ncols: panels per row.
+        vmax: top of the colour scale (default: the largest value).
+    """
+    panels = [values] if isinstance(values, Tensor) and values.dim() == 2 else list(values)
+    arrays = [_numpy(v) for v in panels]
+    L, H = arrays[0].shape
+    ncols = min(ncols, len(arrays))
+    nrows = -(-len(arrays) // ncols)
+    top = vmax if vmax is not None else max(float(a.max()) for a in arrays)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(0.62 * H * ncols + 1.8, (0.5 * L + 1.3) * nrows + (0.4 if title else 0)),
+        squeeze=False, layout="constrained",
+    )
+    im = None
+    for k, ax in enumerate(axes.flat):
+        if k >= len(arrays):
+            ax.axis("off")
+            continue
+        im = heatmap(arrays[k], ax, vmin=0.0, vmax=top, annotate=True, fmt="{:.2f}")
+        for t in ax.texts:
+            t.set_fontsize(8)
+        ax.set_xticks(range(H), labels=[str(h) for h in range(H)], rotation=0, ha="center")
+        ax.set_yticks(range(L), labels=[str(layer) for layer in range(L)])
+        ax.set_xlabel(tr(lang, "cabeza", "head"))
+        ax.set_ylabel(tr(lang, "capa", "layer"))
+        if titles is not None:
+            ax.set_title(titles[k], fontsize=13)
+        for layer, head in mark or []:
+            ax.add_patch(plt.Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
+    fig.colorbar(im, ax=axes, shrink=0.8)
+    if title:
+        fig.suptitle(title, fontsize=14)
+    return fig
+
+
+def plot_score_breakdown(
+    q: Tensor,
+    k: Tensor,
+    keys: Sequence[str],
+    query: str,
+    *,
+    lang: str = "es",
+    title: str | None = None,
+) -> Figure:
+    """How one query and every key combine into attention (what bertviz's neuron view shows).
+
+    Left, q ⊙ k_j dimension by dimension (with q on top); middle, each row summed and
+    divided by √Dh (the score); right, the softmax of the scores (the attention weights).
+
+    Shapes: q (Dh,), k (S, Dh).
+    """
+    qn, kn = _numpy(q), _numpy(k)
+    if qn.ndim != 1 or kn.ndim != 2 or kn.shape[1] != qn.shape[0]:
+        raise ValueError(f"expected q (Dh,) and k (S, Dh), got {qn.shape} and {kn.shape}")
+    S, Dh = kn.shape
+    if len(keys) != S:
+        raise ValueError(f"{len(keys)} key tokens for {S} keys")
+    prod = qn[None, :] * kn  # (S, Dh)
+    scores = prod.sum(axis=1) / math.sqrt(Dh)  # (S,)
+    weights = np.exp(scores - scores.max())
+    weights /= weights.sum()
+    fig = plt.figure(figsize=(max(9.0, 0.22 * Dh + 7.5), 0.36 * S + 2.6), layout="constrained")
+    gs = fig.add_gridspec(2, 3, height_ratios=[1.2, S], width_ratios=[max(4.0, 0.22 * Dh), 1.6, 1.6])
+    ax_q = fig.add_subplot(gs[0, 0])
+    ax_p = fig.add_subplot(gs[1, 0])
+    ax_s = fig.add_subplot(gs[1, 1], sharey=ax_p)
+    ax_w = fig.add_subplot(gs[1, 2], sharey=ax_p)
+    lim = float(np.abs(qn).max())
+    ax_q.imshow(qn[None, :], cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+    quote = (lambda t: f"«{t}»") if lang == "es" else (lambda t: f"“{t}”")
+    ax_q.set_yticks([0], labels=[f"q {quote(query)}"])
+    ax_q.set_xticks([])
+    ax_q.set_title(tr(lang, "consulta q y productos q ⊙ k por dimensión",
+                      "query q and products q ⊙ k per dimension"), fontsize=12)
+    plim = float(np.abs(prod).max())
+    im = ax_p.imshow(prod, cmap="RdBu_r", vmin=-plim, vmax=plim, aspect="auto")
+    ax_p.set_yticks(range(S), labels=[f"k {quote(t)}" for t in keys])
+    step = 4 if Dh > 16 else 1
+    ax_p.set_xticks(range(0, Dh, step))
+    ax_p.set_xlabel(tr(lang, "dimensión de la cabeza", "head dimension"))
+    fig.colorbar(im, ax=ax_p, location="bottom", shrink=0.6, aspect=30, pad=0.02,
+                 label=tr(lang, "q ⊙ k (rojo > 0, azul < 0)", "q ⊙ k (red > 0, blue < 0)"))
+    colours = ["tab:red" if s > 0 else "tab:blue" for s in scores]
+    ax_s.barh(range(S), scores, color=colours)
+    ax_s.axvline(0, color="0.3", linewidth=0.8)
+    ax_s.set_title(tr(lang, "puntuación\nΣ / √d_head", "score\nΣ / √d_head"), fontsize=12)
+    ax_s.tick_params(axis="y", labelleft=False)
+    ax_w.barh(range(S), weights, color="tab:green")
+    ax_w.set_xlim(0, 1)
+    ax_w.set_title(tr(lang, "peso\nsoftmax", "weight\nsoftmax"), fontsize=12)
+    ax_w.tick_params(axis="y", labelleft=False)
+    for i, v in enumerate(weights):
+        ax_w.text(min(v + 0.03, 0.72), i, f"{v:.2f}", va="center", fontsize=9)
+    ax_p.set_ylim(S - 0.5, -0.5)
+    if title:
+        fig.suptitle(title, fontsize=14)
+    return fig
+
+
+# --------------------------------------------------------------------------- offline pages
+
+# Where the three JavaScript libraries that bertviz loads from a CDN can be found locally.
+# Each entry is tried in order: a folder from the argument or MINITRANSFORMER_JS_DIR (npm's
+# node_modules layout, e.g. after `npm install requirejs d3@5 jquery`, or the files
+# themselves), then Debian's packages (`apt-get install libjs-requirejs node-d3 libjs-jquery`).
+_CANDIDATES = {
+    "requirejs": ["node_modules/requirejs/require.js", "require.min.js", "require.js",
+                  "/usr/share/javascript/requirejs/require.min.js"],
+    "d3": ["node_modules/d3/dist/d3.min.js", "d3.min.js", "d3.js", "/usr/share/nodejs/d3/dist/d3.min.js"],
+    "jquery": ["node_modules/jquery/dist/jquery.min.js", "jquery.min.js", "jquery.js",
+               "/usr/share/javascript/jquery/jquery.min.js"],
+}
+_D3_VERSION = re.compile(rb"d3js\.org v?(\d+)\.|version\s*=\s*\"(\d+)\.|version:\s*\"(\d+)\.")
+
+
+def _d3_major(path: Path) -> int | None:
+    m = _D3_VERSION.search(path.read_bytes()[:4096])
+    if m is None:
+        m = _D3_VERSION.search(path.read_bytes())
+    return int(next(g for g in m.groups() if g)) if m else None
+
+
+def js_libraries(folders: Sequence[str | os.PathLike] | None = None) -> dict[str, Path] | None:
+    """Local copies of require.js, d3 (version 4 or later) and jQuery, or ``None``.
+
+    Looks in ``folders``, then in the folder named by the environment variable
+    ``MINITRANSFORMER_JS_DIR``, then where Debian's packages put them.
+    """
+    roots = [Path(f) for f in folders or []]
+    if os.environ.get("MINITRANSFORMER_JS_DIR"):
+        roots.append(Path(os.environ["MINITRANSFORMER_JS_DIR"]))
+    found: dict[str, Path] = {}
+    for name, candidates in _CANDIDATES.items():
+        paths = [r / c for r in roots for c in candidates if not c.startswith("/")]
+        paths += [Path(c) for c in candidates if c.startswith("/")]
+        for p in paths:
+            if p.is_file() and (name != "d3" or (_d3_major(p) or 0) >= 4):
+                found[name] = p
+                break
+    return found if len(found) == len(_CANDIDATES) else None
+
+
+_CDN_REQUIRE = re.compile(r'<script src="https?://[^"]*require[^"]*"></script>')
+
+
+def offline_page(view_html: Any, scripts: Mapping[str, str], title: str = "bertviz") -> str:
+    """A standalone HTML page of a bertviz view that loads its libraries from local files.
+
+    bertviz's page loads require.js, d3 and jQuery from a CDN. Here they come from
+    ``scripts`` (URLs relative to the page, or ``file://`` URLs) and are registered as the
+    modules ``"d3"`` and ``"jquery"`` before bertviz asks for them, so nothing is fetched.
+
+    Args:
+        view_html: what ``head_view``/``model_view`` return with ``html_action="return"``
+            (an ``IPython.display.HTML``) or its HTML text.
+        scripts: URLs of ``"requirejs"``, ``"d3"`` and ``"jquery"``.
+    """
+    html = getattr(view_html, "data", view_html)
+    if not isinstance(html, str):
+        raise TypeError("view_html must be bertviz's HTML object or a string")
+    missing = {"requirejs", "d3", "jquery"} - set(scripts)
+    if missing:
+        raise ValueError(f"scripts lacks {sorted(missing)}")
+    body = _CDN_REQUIRE.sub("", html)
+    head = "\n".join([
+        # d3 and jQuery first, while no AMD loader exists: they become the globals d3 and jQuery.
+        f'<script src="{scripts["d3"]}"></script>',
+        f'<script src="{scripts["jquery"]}"></script>',
+        f'<script src="{scripts["requirejs"]}"></script>',
+        '<script>define("d3", [], function () { return window.d3; });',
+        'define("jquery", [], function () { return window.jQuery; });</script>',
+    ])
+    return (
+        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{title}</title>\n{head}\n</head>\n<body>\n{body}\n</body>\n</html>\n"
+    )
+
+
+def write_offline_page(
+    view_html: Any,
+    folder: str | os.PathLike,
+    name: str = "view.html",
+    libraries: Mapping[str, str | os.PathLike] | None = None,
+) -> Path:
+    """Write a bertviz view as a page that works without internet; returns its path.
+
+    The three libraries (``libraries``, by default :func:`js_libraries`) are copied into
+    ``folder/js`` beside the page, so the folder can be opened anywhere (or zipped).
+
+    Raises:
+        FileNotFoundError: if the libraries are not installed.
+    """
+    libs = dict(libraries) if libraries is not None else js_libraries()
+    if not libs:
+        raise FileNotFoundError(
+            "require.js, d3 (>= 4) and jQuery were not found: install them with npm "
+            "(`npm install requirejs d3@5 jquery` and set MINITRANSFORMER_JS_DIR to that folder) "
+            "or with apt (`apt-get install libjs-requirejs node-d3 libjs-jquery`)"
+        )
+    folder = Path(folder)
+    (folder / "js").mkdir(parents=True, exist_ok=True)
+    urls = {}
+    for key, src in libs.items():
+        target = folder / "js" / f"{key}.js"
+        shutil.copyfile(src, target)
+        urls[key] = f"js/{key}.js"
+    page = folder / name
+    page.write_text(offline_page(view_html, urls, title=Path(name).stem), encoding="utf-8")
+    return page

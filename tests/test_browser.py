@@ -1,0 +1,124 @@
+"""bertviz pages made by our adapter, opened in a real (headless) Chromium.
+
+The page is written with local copies of the JavaScript libraries that bertviz otherwise
+loads from a CDN (require.js, d3, jQuery: installed from a package registry, e.g. Debian's
+``libjs-requirejs node-d3 libjs-jquery``, see ``.ci/run``), and every network request
+of the browser is refused, so the test shows that the page draws offline. It also shows the
+opposite: bertviz's own page, which loads the libraries from the CDN, stays blank offline.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from minitransformer.model import Transformer, TransformerConfig
+from minitransformer.viz import heads
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+LIBRARIES = heads.js_libraries()
+
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); .ci/run installs it"),
+    pytest.mark.skipif(
+        LIBRARIES is None,
+        reason="local require.js, d3 >= 4 and jQuery not found (apt-get install libjs-requirejs node-d3 "
+        "libjs-jquery, or npm install requirejs d3@5 jquery and set MINITRANSFORMER_JS_DIR); .ci/run installs them",
+    ),
+]
+
+SRC = ["cuarenta", "y", "dos", "mil"]
+TGT = ["<bos>", "forty-two", "thousand"]
+L, H = 2, 4
+
+
+def browser(url: str, *args: str) -> subprocess.CompletedProcess:
+    """Run headless Chromium on ``url`` with no network at all."""
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-extensions",
+             f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",
+             "--virtual-time-budget=10000", *args, url],
+            capture_output=True, text=True, timeout=120,
+        )
+
+
+def dom(page: Path) -> str:
+    result = browser(page.as_uri(), "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def texts(document: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", document)]
+
+
+@pytest.fixture(scope="module")
+def maps():
+    torch.manual_seed(0)
+    config = TransformerConfig(src_vocab_size=12, tgt_vocab_size=12, d_model=16, n_heads=H, d_ff=32,
+                               n_layers=L, dropout=0.0)
+    model = Transformer(config)
+    src = torch.tensor([[4, 5, 6, 7, 0]])  # one padding token at the end
+    tgt = torch.tensor([[1, 8, 9]])
+    return heads.translator_attention(model, src, tgt)
+
+
+def test_head_view_draws_offline(maps, tmp_path):
+    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    page = heads.write_offline_page(view, tmp_path, "head.html", LIBRARIES)
+    document = dom(page)
+    assert document.count("<svg") == 1, "the head view drew no SVG: the page is blank"
+    # The first view is the encoder's self-attention: its tokens on both sides ...
+    assert texts(document) == SRC + SRC
+    # ... and one line per head and (query, key) pair, the padding left out.
+    assert document.count("<line") == H * len(SRC) * len(SRC)
+    # The three views of the encoder-decoder can be chosen in the page.
+    options = re.findall(r"<option[^>]*>([^<]*)</option>", document)
+    assert {"Encoder", "Decoder", "Cross"} <= set(options)
+    shot = tmp_path / "head.png"
+    result = browser(page.as_uri(), f"--screenshot={shot}", "--window-size=900,400")
+    assert result.returncode == 0 and shot.exists()
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(shot)
+    assert pixels[..., :3].std() > 0.02, "the screenshot is blank"
+
+
+def test_model_view_draws_offline(maps, tmp_path):
+    view = heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    page = heads.write_offline_page(view, tmp_path, "model.html", LIBRARIES)
+    document = dom(page)
+    assert document.count("<svg") == 1
+    # one thumbnail per layer and head, each with a line per (query, key) pair
+    assert document.count("<line") == L * H * len(SRC) * len(SRC)
+    labels = texts(document)  # the words appear on hover; the grid is labelled
+    assert labels[:H + 1] == ["Heads"] + [str(h) for h in range(H)]
+    assert labels[H + 1:] == ["Layers"] + [str(layer) for layer in range(L)]
+
+
+def test_self_attention_view_draws_offline(tmp_path):
+    torch.manual_seed(1)
+    weights = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(2)]
+    tokens = ["[CLS]", "the", "animal", "it", "[SEP]"]
+    view = heads.head_view(weights, tokens, html_action="return")
+    document = dom(heads.write_offline_page(view, tmp_path, "self.html", LIBRARIES))
+    assert texts(document) == tokens + tokens
+    assert document.count("<line") == 3 * 5 * 5
+
+
+def test_bertviz_page_from_the_cdn_stays_blank_offline(maps, tmp_path):
+    """What the notebook says: without internet, bertviz's own page draws nothing."""
+    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    page = tmp_path / "cdn.html"
+    page.write_text(f"<!DOCTYPE html><html><body>{view.data}</body></html>", encoding="utf-8")
+    document = dom(page)
+    assert "<svg" not in document and texts(document) == []

@@ -1,0 +1,304 @@
+"""bertviz adapters, head finding, static head figures and the offline page (minitransformer.viz.heads)."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import math
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from minitransformer.attention import scaled_dot_product_attention  # noqa: E402
+from minitransformer.exercises.heads import check_attention_row, check_strongest_head  # noqa: E402
+from minitransformer.model import Encoder, Transformer, TransformerConfig  # noqa: E402
+from minitransformer.viz import heads  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ["cuarenta", "y", "dos", "</s>"]
+TGT = ["<s>", "forty", "two"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    config = TransformerConfig(src_vocab_size=12, tgt_vocab_size=12, d_model=16, n_heads=4,
+                               d_ff=32, n_layers=2, dropout=0.3)
+    return Transformer(config)
+
+
+@pytest.fixture(scope="module")
+def batch():
+    # Two examples; the first has one padding token (id 0) at the end of the source.
+    src = torch.tensor([[3, 4, 5, 2, 0], [6, 7, 8, 9, 2]])
+    tgt = torch.tensor([[1, 10, 11], [1, 4, 5]])
+    return src, tgt
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_translator_attention_is_the_models_own_eval_forward(model, batch):
+    src, tgt = batch
+    model.train()
+    maps = heads.translator_attention(model, src, tgt)
+    assert model.training, "the model's mode must be restored"
+    model.eval()
+    _, ref = model(src, tgt, return_attention=True)
+    model.train()
+    for ours, theirs in zip(maps.encoder + maps.decoder_self + maps.cross,
+                            ref.encoder + ref.decoder_self + ref.cross):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+    assert [tuple(m.shape) for m in maps.cross] == [(2, 4, 3, 5)] * 2
+
+
+def test_bertviz_arguments_encoder_decoder(model, batch):
+    src, tgt = batch
+    maps = heads.translator_attention(model, src, tgt)
+    kw = heads.bertviz_arguments(maps, src_tokens=SRC, tgt_tokens=TGT, index=0)
+    assert kw["encoder_tokens"] == SRC and kw["decoder_tokens"] == TGT
+    assert [tuple(w.shape) for w in kw["encoder_attention"]] == [(1, 4, 4, 4)] * 2
+    assert [tuple(w.shape) for w in kw["decoder_attention"]] == [(1, 4, 3, 3)] * 2
+    assert [tuple(w.shape) for w in kw["cross_attention"]] == [(1, 4, 3, 4)] * 2
+    for ours, full in zip(kw["cross_attention"], maps.cross):
+        assert ours.dtype == torch.float64
+        torch.testing.assert_close(ours, full[0:1, :, :3, :4].double(), rtol=0, atol=5e-4)
+        # rounded to 3 decimals
+        torch.testing.assert_close(ours * 1000, (ours * 1000).round(), rtol=0, atol=1e-9)
+    # Cutting the padded key loses no attention: the mask gave it weight 0.
+    for w in kw["encoder_attention"] + kw["cross_attention"]:
+        torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)), rtol=0, atol=3e-3)
+    # The second example of the batch.
+    kw1 = heads.bertviz_arguments(maps, src_tokens=SRC + ["x"], tgt_tokens=TGT, index=1, decimals=None)
+    torch.testing.assert_close(kw1["cross_attention"][1], maps.cross[1][1:2].double(), rtol=0, atol=0)
+
+
+def test_bertviz_arguments_self_attention_and_errors():
+    torch.manual_seed(1)
+    config = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=8, n_heads=2,
+                               d_ff=16, n_layers=3, dropout=0.0)
+    encoder = Encoder(config).eval()
+    _, maps = encoder(torch.tensor([[1, 2, 3]]))
+    kw = heads.bertviz_arguments(maps, ["a", "b", "c"], decimals=None)
+    assert set(kw) == {"attention", "tokens"}
+    for ours, theirs in zip(kw["attention"], maps):
+        torch.testing.assert_close(ours, theirs.double(), rtol=0, atol=0)
+    # (H, T, S) maps are accepted too
+    kw3 = heads.bertviz_arguments([m[0] for m in maps], ["a", "b", "c"], decimals=None)
+    torch.testing.assert_close(kw3["attention"][2], kw["attention"][2])
+    with pytest.raises(ValueError, match="smaller than the tokens"):
+        heads.bertviz_arguments(maps, ["a", "b", "c", "d"])
+    with pytest.raises(ValueError, match="tokens"):
+        heads.bertviz_arguments(maps)
+    with pytest.raises(ValueError, match="outside the batch"):
+        heads.bertviz_arguments(maps, ["a"], index=3)
+
+
+def test_bertviz_arguments_needs_both_token_lists(model, batch):
+    maps = heads.translator_attention(model, *batch)
+    with pytest.raises(ValueError, match="src_tokens and tgt_tokens"):
+        heads.bertviz_arguments(maps, src_tokens=SRC)
+    with pytest.raises(ValueError, match="src_tokens and tgt_tokens"):
+        heads.bertviz_arguments(maps, SRC)
+
+
+def _params(html: str) -> dict:
+    # bertviz writes `const params = {...}; // HACK...`
+    return json.loads(re.search(r"const params = (\{.*?\}); ", html, re.S).group(1))
+
+
+def test_head_and_model_view_embed_our_rounded_maps(model, batch):
+    maps = heads.translator_attention(model, *batch)
+    html = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    params = _params(html)
+    names = [d["name"] for d in params["attention"]]
+    assert names == ["Encoder", "Decoder", "Cross"]
+    cross = params["attention"][2]
+    assert cross["left_text"] == TGT and cross["right_text"] == SRC
+    want = maps.cross[1][0, :, :3, :4].double().round(decimals=3)
+    assert torch.tensor(cross["attn"][1], dtype=torch.float64).equal(want)
+    # small and stable: no number longer than "0.123"
+    numbers = re.findall(r"\d+\.\d+", json.dumps(cross["attn"]))
+    assert numbers and max(len(n) for n in numbers) <= 5
+    # bertviz writes its parameters twice (once more in a comment): we keep one copy
+    assert html.count('"root_div_id"') == 1 and "PYTHON_PARAMS is a template marker" in html
+    mv = heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    assert mv.count('"root_div_id"') == 1
+    assert _params(mv)["display_mode"] == "light"
+    assert len(_params(mv)["attention"]) == 3
+
+
+def test_view_displays_what_bertviz_displays(model, batch, monkeypatch):
+    """In a notebook: the require.js tag, the <div> and the script, as bertviz's own "view"."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    maps = heads.translator_attention(model, *batch)
+    assert heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT) is None
+    assert [type(o).__name__ for o in shown] == ["HTML", "HTML", "Javascript"]
+    assert "require.min.js" in shown[0].data
+    assert shown[1].data.strip().startswith('<div id="bertviz-')
+    js = shown[2].data
+    assert js.count('"root_div_id"') == 1 and "requirejs(['jquery', 'd3']" in js
+    with pytest.raises(ValueError, match="html_action"):
+        heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="show")
+
+
+def test_bertviz_ids_are_sanitised_for_nbval(model, batch):
+    """The element id bertviz draws into must match the sanitiser of the stored outputs."""
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "tests" / "nbval_sanitize.cfg")
+    pattern = re.compile(cfg["bertviz element ids"]["regex"])
+    maps = heads.translator_attention(model, *batch)
+    a = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    b = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    assert a != b  # a fresh random id each time ...
+    assert pattern.sub("bertviz-ID", a) == pattern.sub("bertviz-ID", b)  # ... and nothing else differs
+    assert "bertviz-ID" in pattern.sub("bertviz-ID", a)
+
+
+def test_attention_to_and_top_heads():
+    torch.manual_seed(2)
+    maps = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(4)]  # L=4, H=3
+    stacked = torch.stack([m[0] for m in maps])  # (L, H, T, S)
+    w = heads.attention_to(maps, 2, 4)
+    torch.testing.assert_close(w, stacked[:, :, 2, 4])
+    both = heads.attention_to(maps, 2, [4, 0])
+    assert both.shape == (4, 3, 2)
+    torch.testing.assert_close(both[..., 1], stacked[:, :, 2, 0])
+    top = heads.top_heads(w, 3)
+    values, flat = w.flatten().topk(3)
+    assert top == [divmod(int(i), 3) for i in flat]
+    assert heads.top_heads(torch.tensor([[0.5, 0.9], [0.9, 0.1]]), 2) == [(0, 1), (1, 0)]  # ties: lower layer first
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_static_figures(model, batch, lang):
+    maps = heads.translator_attention(model, *batch)
+    fig = heads.plot_head_grid(maps.cross, SRC, TGT, lang=lang, title="x")
+    assert len(fig.axes) == 2 * 4 + 1  # layers × heads + colour bar
+    labels = [t.get_text() for t in fig.axes[4].get_xticklabels()]
+    assert labels == SRC
+    assert fig.axes[0].get_ylabel() == ("capa 0" if lang == "es" else "layer 0")
+    fig = heads.plot_head_grid(maps.encoder, SRC, pairs=[(1, 2), (0, 3)], lang=lang)
+    assert [ax.get_title() for ax in fig.axes[:2]] == (
+        ["capa 1, cabeza 2", "capa 0, cabeza 3"] if lang == "es" else ["layer 1, head 2", "layer 0, head 3"])
+    assert fig.axes[0].images[0].get_array().tolist() == maps.encoder[1][0, 2, :4, :4].tolist()
+    fig = heads.plot_head_grid(maps.encoder, SRC, layers=[1], heads=[0, 3], lang=lang)
+    assert [ax.get_title() for ax in fig.axes[:2]] == (["cabeza 0", "cabeza 3"] if lang == "es" else ["head 0", "head 3"])
+
+    cross = maps.cross[-1][0].mean(0)  # (T, S)
+    fig = heads.plot_alignment(cross, SRC, TGT, lang=lang)
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    assert texts == [f"{v:.2f}" for v in cross[:3, :4].flatten().tolist()]
+    fig = heads.plot_alignment([cross, cross], [SRC, SRC[:2]], [TGT, TGT], titles=["a", "b"], lang=lang)
+    assert len(fig.axes) == 5 and fig.axes[0].get_title(loc="left") == "a"
+
+    values = torch.rand(2, 3)
+    fig = heads.plot_head_scores([values, values / 2], titles=["p", "q"], mark=[(1, 2)], lang=lang)
+    assert len(fig.axes[0].patches) == 1
+    assert fig.axes[0].get_xlabel() == ("cabeza" if lang == "es" else "head")
+
+
+def test_score_breakdown_matches_attention():
+    torch.manual_seed(3)
+    q, k = torch.randn(1, 8), torch.randn(5, 8)
+    _, w = scaled_dot_product_attention(q, k, torch.zeros(5, 1))
+    fig = heads.plot_score_breakdown(q[0], k, list("abcde"), "it", lang="en")
+    ax_scores, ax_weights = fig.axes[2], fig.axes[3]
+    bars = torch.tensor([p.get_width() for p in ax_weights.patches], dtype=torch.float32)
+    torch.testing.assert_close(bars, w[0], rtol=0, atol=1e-6)
+    scores = torch.tensor([p.get_width() for p in ax_scores.patches], dtype=torch.float32)
+    torch.testing.assert_close(scores, (k @ q[0]) / math.sqrt(8), rtol=0, atol=1e-5)
+    with pytest.raises(ValueError):
+        heads.plot_score_breakdown(q[0], k, list("abc"), "it")
+
+
+def test_offline_page_replaces_the_cdn(model, batch, tmp_path):
+    maps = heads.translator_attention(model, *batch)
+    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    assert "cdnjs" in view.data
+    page = heads.offline_page(view, {"requirejs": "js/r.js", "d3": "js/d3.js", "jquery": "js/jq.js"})
+    assert '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js' not in page
+    # the local libraries come first: d3 and jQuery before require.js, then named modules
+    order = [page.index(s) for s in ("js/d3.js", "js/jq.js", "js/r.js", 'define("d3"', "requirejs(['jquery', 'd3']")]
+    assert order == sorted(order)
+    with pytest.raises(ValueError, match="lacks"):
+        heads.offline_page(view, {"d3": "x"})
+    fake = {"requirejs": tmp_path / "a.js", "d3": tmp_path / "b.js", "jquery": tmp_path / "c.js"}
+    for p in fake.values():
+        p.write_text("// library\n")
+    path = heads.write_offline_page(view, tmp_path / "out", "h.html", libraries=fake)
+    assert path.read_text(encoding="utf-8").count("<svg") == 0  # drawn by the browser, not here
+    assert sorted(p.name for p in (tmp_path / "out" / "js").iterdir()) == ["d3.js", "jquery.js", "requirejs.js"]
+
+
+def test_js_libraries_needs_d3_4_or_later(tmp_path, monkeypatch):
+    monkeypatch.delenv("MINITRANSFORMER_JS_DIR", raising=False)
+    monkeypatch.setattr(heads, "_CANDIDATES", {k: [c for c in v if not c.startswith("/")]
+                                               for k, v in heads._CANDIDATES.items()})
+    (tmp_path / "require.js").write_text("var requirejs;")
+    (tmp_path / "jquery.min.js").write_text("/*! jQuery v3.6.1 */")
+    (tmp_path / "d3.min.js").write_text("// https://d3js.org Version 3.5.17. Copyright\n!function(){var d3={version:\"3.5.17\"};}")
+    assert heads.js_libraries([tmp_path]) is None
+    (tmp_path / "d3.min.js").write_text("// https://d3js.org v5.16.0 Copyright 2022 Mike Bostock\n")
+    found = heads.js_libraries([tmp_path])
+    assert found == {"requirejs": tmp_path / "require.js", "d3": tmp_path / "d3.min.js",
+                     "jquery": tmp_path / "jquery.min.js"}
+    monkeypatch.setenv("MINITRANSFORMER_JS_DIR", str(tmp_path))
+    assert heads.js_libraries() == found
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_check_strongest_head(lang):
+    def right(maps, query, key):
+        w = torch.stack([m[0, :, query, key] for m in maps])  # (L, H)
+        return divmod(int(w.argmax()), w.size(1))
+
+    def swapped(maps, query, key):
+        return right(maps, query, key)[::-1]
+
+    def transposed(maps, query, key):
+        return right(maps, key, query)
+
+    def flat(maps, query, key):
+        return int(torch.stack([m[0, :, query, key] for m in maps]).argmax())
+
+    def unfinished(maps, query, key):
+        raise NotImplementedError
+
+    assert check_strongest_head(right, lang=lang)
+    for wrong, hint in [(swapped, ("(cabeza, capa)", "(head, layer)")),
+                        (transposed, ("clave hacia la consulta", "key to the query")),
+                        (flat, ("divmod", "divmod")),
+                        (unfinished, ("NotImplementedError", "NotImplementedError"))]:
+        fb = check_strongest_head(wrong, lang=lang)
+        assert not fb and hint[lang == "en"] in str(fb), str(fb)
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_check_attention_row(lang):
+    def right(q, k):
+        return torch.softmax(k @ q / math.sqrt(q.size(0)), -1)
+
+    cases = [
+        (lambda q, k: torch.softmax(k @ q, -1), ("√d_head", "√d_head")),
+        (lambda q, k: torch.softmax(k @ q / q.size(0), -1), ("raíz cuadrada", "square root")),
+        (lambda q, k: k @ q / math.sqrt(q.size(0)), ("softmax", "softmax")),
+        (lambda q, k: torch.softmax((k @ q / math.sqrt(q.size(0)))[None], 0), ("(S,)", "(S,)")),
+        (lambda q, k: None, ("return", "return")),
+    ]
+    assert check_attention_row(right, lang=lang)
+    for wrong, hint in cases:
+        fb = check_attention_row(wrong, lang=lang)
+        assert not fb and hint[lang == "en"] in str(fb), str(fb)
