@@ -58,7 +58,7 @@ def attempt(lang: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     except NotImplementedError:
         raise Unfinished(not_yet(
             lang,
-            "la función aún no está escrita: sustituye `raise NotImplementedError` por tu código.",
+            "falta escribir la función: sustituye `raise NotImplementedError` por tu código.",
             "the function is not written yet: replace `raise NotImplementedError` with your code.",
         )) from None
     except Exception as exc:  # the student's code crashed: say how, briefly

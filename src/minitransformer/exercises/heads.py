@@ -97,7 +97,7 @@ def check_attention_row(attention_row, lang: str = "es") -> Feedback:
             return not_yet(lang, "esas son las puntuaciones: falta el softmax para convertirlas en pesos.",
                            "those are the scores: a softmax turns them into weights.")
         if abs(float(got.sum()) - 1.0) > 1e-4:
-            return not_yet(lang, "los pesos de una consulta deben sumar 1: aplica softmax sobre las S claves.",
+            return not_yet(lang, "los pesos de una consulta deben sumar 1: aplica el softmax sobre las S claves.",
                            "the weights of one query must add up to 1: apply softmax over the S keys.")
         return not_yet(lang, "los pesos no coinciden: suma q ⊙ k_j sobre las dimensiones, divide entre √d_head y aplica softmax.",
                        "the weights do not match: sum q ⊙ k_j over the dimensions, divide by √d_head, then softmax.")
