@@ -26,14 +26,6 @@ from minitransformer.reference import to_torch_mha, torch_mask
 PAD = 0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread is faster than two on a busy machine (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def make_tokens(lengths: list[int], max_len: int, vocab: int = 9) -> torch.Tensor:
     """Right-padded token ids (B, max_len): each row has ``lengths[b]`` ids in 1..vocab-1."""

@@ -20,14 +20,6 @@ MODES = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread is faster than two on a busy machine (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def tokens_with_lengths(lengths: list[int], length: int) -> torch.Tensor:
     tokens = torch.randint(1, 9, (len(lengths), length))

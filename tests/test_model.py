@@ -23,14 +23,6 @@ SMALL = dict(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread is faster than two on a busy machine (restored afterwards)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def config(**changes) -> TransformerConfig:
     return TransformerConfig(**{**SMALL, **changes})
