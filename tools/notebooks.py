@@ -236,6 +236,7 @@ def execute(path: Path, timeout: int = 900) -> float:
             cell["metadata"] = {}
     env_backup = dict(os.environ)
     os.environ.update({"PYTHONHASHSEED": "0", "TQDM_MININTERVAL": "1000"})
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle threads sleep; results unchanged
     start = time.perf_counter()
     try:
         client = NotebookClient(

@@ -1,0 +1,194 @@
+"""Figures and tables about training: the learning-rate schedule, loss curves, and the
+analysis of the mistakes a translator still makes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ..i18n import tr
+
+__all__ = [
+    "plot_lr_schedule",
+    "plot_losses",
+    "plot_accuracy_by_digits",
+    "accuracy_by_digits",
+    "classify_mistake",
+    "mistake_kind",
+    "mistakes_table",
+]
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def plot_lr_schedule(curves: Mapping[str, Sequence[float]], lang: str = "es",
+                     peaks: Mapping[str, int] | None = None, title: str | None = None) -> Figure:
+    """Learning rate against the step, one line per schedule.
+
+    Args:
+        curves: label -> learning rate at steps 1, 2, … (a list or a 1-D tensor).
+        peaks: label -> step of the peak (the end of the warm-up), marked with a dot.
+    """
+    fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    for label, lrs in curves.items():
+        y = _numpy(lrs)
+        steps = np.arange(1, len(y) + 1)
+        (line,) = ax.plot(steps, y, label=label, lw=2)
+        if peaks and label in peaks:
+            p = peaks[label]
+            ax.plot([p], [y[p - 1]], "o", color=line.get_color(), ms=7)
+    ax.set_xlabel(tr(lang, "paso de entrenamiento", "training step"))
+    ax.set_ylabel(tr(lang, "tasa de aprendizaje", "learning rate"))
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title if title is not None else tr(lang, "Calentamiento y decaimiento (warm-up)",
+                                                     "Warm-up and decay"))
+    return fig
+
+
+def _running_mean(y: np.ndarray, window: int) -> np.ndarray:
+    window = max(1, min(window, len(y)))
+    kernel = np.ones(window) / window
+    return np.convolve(y, kernel, mode="valid")
+
+
+def plot_losses(
+    curves: Mapping[str, Sequence[float]],
+    lang: str = "es",
+    val: Mapping[str, tuple[Sequence[int], Sequence[float]]] | None = None,
+    hlines: Mapping[str, float] | None = None,
+    smooth: int = 25,
+    log_y: bool = False,
+    title: str | None = None,
+) -> Figure:
+    """Training losses per step (faint) with their running mean over ``smooth`` steps.
+
+    Args:
+        curves: label -> loss at steps 1, 2, ….
+        val: label -> (steps, losses) measured on held-out data, drawn as dots.
+        hlines: label -> a reference value drawn as a dashed horizontal line (e.g. ln V).
+    """
+    fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, losses) in enumerate(curves.items()):
+        y, c = _numpy(losses), colors[i % len(colors)]
+        steps = np.arange(1, len(y) + 1)
+        ax.plot(steps, y, color=c, alpha=0.25, lw=1)
+        m = _running_mean(y, smooth)
+        ax.plot(np.arange(len(y) - len(m) + 1, len(y) + 1), m, color=c, lw=2, label=label)
+    for j, (label, (steps, losses)) in enumerate((val or {}).items()):
+        c = colors[(len(curves) + j) % len(colors)]
+        ax.plot(list(steps), _numpy(losses), "o-", color=c, ms=4, lw=1.2, label=label)
+    for label, value in (hlines or {}).items():
+        ax.axhline(value, ls="--", color="0.35", lw=1.5)
+        ax.annotate(label, (1.0, value), xycoords=("axes fraction", "data"), xytext=(-4, -4),
+                    textcoords="offset points", ha="right", va="top", color="0.25")
+    if log_y:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xlabel(tr(lang, "paso de entrenamiento", "training step"))
+    ax.set_ylabel(tr(lang, "pérdida (entropía cruzada)", "loss (cross-entropy)"))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center right")
+    ax.set_title(title if title is not None else tr(lang, "Curva de pérdida", "Loss curve"))
+    return fig
+
+
+def accuracy_by_digits(numbers: Sequence[int], correct: Sequence[bool]) -> dict[int, tuple[int, int]]:
+    """Number of digits -> (right, total)."""
+    right: Counter[int] = Counter()
+    total: Counter[int] = Counter()
+    for n, ok in zip(numbers, correct):
+        d = len(str(n))
+        total[d] += 1
+        right[d] += bool(ok)
+    return {d: (right[d], total[d]) for d in sorted(total)}
+
+
+def plot_accuracy_by_digits(results: Mapping[str, tuple[Sequence[int], Sequence[bool]]],
+                            lang: str = "es", title: str | None = None) -> Figure:
+    """Exact-match accuracy per number of digits, one group of bars per label.
+
+    Args:
+        results: label -> (numbers, correct flags), e.g. {"greedy": (...), "beam": (...)}.
+    """
+    labels = list(results)
+    fig, ax = plt.subplots(figsize=(9 + 0.5 * max(0, len(labels) - 2), 4.5), layout="constrained")
+    width = 0.8 / max(1, len(labels))
+    digits: list[int] = []
+    for i, label in enumerate(labels):
+        table = accuracy_by_digits(*results[label])
+        digits = list(table)
+        acc = [100 * r / t for r, t in table.values()]
+        x = np.arange(len(digits)) + (i - (len(labels) - 1) / 2) * width
+        bars = ax.bar(x, acc, width, label=label)
+        texts = [f"{a:.1f}".removesuffix(".0") for a in acc]
+        texts = texts if lang == "en" else [t.replace(".", ",") for t in texts]
+        ax.bar_label(bars, labels=texts, fontsize=10, padding=3, rotation=90 if len(labels) > 2 else 0)
+    ax.set_xticks(range(len(digits)), labels=[str(d) for d in digits])
+    ax.set_xlabel(tr(lang, "cifras del número", "digits in the number"))
+    ax.set_ylabel(tr(lang, "acierto exacto (%)", "exact match (%)"))
+    ax.set_ylim(0, 125 if len(labels) > 2 else 112)
+    ax.set_yticks(range(0, 101, 20))
+    fig.legend(loc="outside right upper")
+    ax.set_title(title if title is not None else tr(lang, "Acierto por longitud del número",
+                                                     "Accuracy by length of the number"))
+    return fig
+
+
+def _diff(predicted: str, expected: str) -> tuple[list[str], list[str]]:
+    """The words that differ, after removing the common beginning and end."""
+    p, e = predicted.split(), expected.split()
+    start = 0
+    while start < min(len(p), len(e)) and p[start] == e[start]:
+        start += 1
+    end = 0
+    while end < min(len(p), len(e)) - start and p[-1 - end] == e[-1 - end]:
+        end += 1
+    return p[start:len(p) - end], e[start:len(e) - end]
+
+
+def mistake_kind(predicted: str, expected: str) -> str:
+    """``"missing"`` (words left out), ``"extra"`` (words added) or ``"changed"``."""
+    wrong, right = _diff(predicted, expected)
+    return "missing" if not wrong else "extra" if not right else "changed"
+
+
+def classify_mistake(predicted: str, expected: str, lang: str = "es") -> str:
+    """A short description of how ``predicted`` differs from ``expected`` (word by word)."""
+    wrong, right = _diff(predicted, expected)
+    kind = mistake_kind(predicted, expected)
+    if kind == "missing":
+        return tr(lang, f"falta «{' '.join(right)}»", f"missing “{' '.join(right)}”")
+    if kind == "extra":
+        return tr(lang, f"sobra «{' '.join(wrong)}»", f"extra “{' '.join(wrong)}”")
+    return tr(lang, f"«{' '.join(wrong)}» en vez de «{' '.join(right)}»",
+              f"“{' '.join(wrong)}” instead of “{' '.join(right)}”")
+
+
+def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "es", limit: int = 20) -> str:
+    """A plain-text table of (number, Spanish, predicted, expected) rows, with the kind of
+    each mistake; at most ``limit`` rows."""
+    head = tr(lang, ("número", "español", "predicción", "error"), ("number", "Spanish", "predicted", "mistake"))
+    if not mistakes:
+        return tr(lang, "(ningún error)", "(no mistakes)")
+    rows = [(f"{n:,}".replace(",", " "), es, pred, classify_mistake(pred, exp, lang))
+            for n, es, pred, exp in mistakes[:limit]]
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    if len(mistakes) > limit:
+        out.append(tr(lang, f"… y {len(mistakes) - limit} más", f"… and {len(mistakes) - limit} more"))
+    return "\n".join(out)

@@ -1,0 +1,280 @@
+"""The warm-up schedule, label smoothing, the training loop and checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import minitransformer.train as train_mod
+from minitransformer.data import NumberTranslation, ReverseDigits
+from minitransformer.model import Transformer, TransformerConfig
+from minitransformer.train import (
+    NUMBER_RECIPE,
+    NoamSchedule,
+    default_checkpoint_path,
+    label_smoothed_cross_entropy,
+    load_checkpoint,
+    load_or_train_number_translator,
+    noam_lr,
+    random_target_batches,
+    save_checkpoint,
+    train,
+    train_number_translator,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dataclasses.replace(NUMBER_RECIPE, d_model=16, n_heads=2, d_ff=32, n_layers=1, steps=6, batch_size=8, warmup=3)
+
+
+def test_noam_schedule_shape():
+    d_model, warmup = 64, 200
+    lrs = [noam_lr(s, d_model, warmup) for s in range(1, 1001)]
+    peak = max(range(1000), key=lambda i: lrs[i]) + 1
+    assert peak == warmup
+    # linear warm-up: lr ∝ step
+    assert lrs[99] == pytest.approx(100 / warmup * lrs[warmup - 1], rel=1e-12)
+    # then ∝ 1/√step
+    assert lrs[799] == pytest.approx(lrs[199] * math.sqrt(200 / 800), rel=1e-12)
+    assert all(a < b for a, b in zip(lrs[: warmup - 1], lrs[1:warmup]))
+    assert all(a > b for a, b in zip(lrs[warmup:-1], lrs[warmup + 1:]))
+    assert noam_lr(warmup, d_model, warmup, factor=2.0) == pytest.approx(2 * d_model**-0.5 * warmup**-0.5)
+    with pytest.raises(ValueError):
+        noam_lr(0, d_model, warmup)
+
+
+def test_noam_schedule_drives_the_optimizer():
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.Adam([p], lr=1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, NoamSchedule(32, 10, 0.5))
+    seen = []
+    for _ in range(30):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([noam_lr(s, 32, 10, 0.5) for s in range(1, 31)], rel=1e-12)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_label_smoothing_matches_pytorch(smoothing):
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 11, generator=g, requires_grad=True)
+    target = torch.randint(1, 11, (3, 5), generator=g)
+    target[0, 3:] = 0  # padding
+    ours = label_smoothed_cross_entropy(logits, target, smoothing, ignore_index=0)
+    theirs = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=0, label_smoothing=smoothing)
+    torch.testing.assert_close(ours, theirs)
+    (g1,) = torch.autograd.grad(ours, logits)
+    (g2,) = torch.autograd.grad(theirs, logits)
+    torch.testing.assert_close(g1, g2)
+
+
+def test_label_smoothing_lower_bound_is_the_entropy():
+    # With smoothing ε the best prediction is the smoothed target itself: the loss cannot
+    # go below its entropy, so a trained model's loss levels off above 0.
+    V, eps = 7, 0.1
+    target = torch.tensor([[3]])
+    smoothed = torch.full((V,), eps / V)
+    smoothed[3] += 1 - eps
+    best = label_smoothed_cross_entropy(smoothed.log()[None, None], target, eps, ignore_index=0)
+    entropy = -(smoothed * smoothed.log()).sum()
+    torch.testing.assert_close(best, entropy)
+    worse = label_smoothed_cross_entropy(torch.tensor([[[0.0, 0, 0, 20, 0, 0, 0]]]), target, eps, ignore_index=0)
+    assert worse > best
+
+
+def _reverse_run(seed: int, steps: int = 8):
+    torch.manual_seed(seed)
+    task = ReverseDigits(1, 5, seed=seed)
+    config = TransformerConfig(src_vocab_size=len(task.vocab), tgt_vocab_size=len(task.vocab), d_model=16,
+                               n_heads=2, d_ff=32, n_layers=1, dropout=0.1, max_len=16)
+    model = Transformer(config)
+    history = train(model, lambda: task.train_batch(16), steps, warmup=4, progress=False,
+                    val_batch=task.batch_of(task.sample(8)), eval_every=4)
+    return model, history
+
+
+def test_training_is_deterministic_under_a_seed():
+    m1, h1 = _reverse_run(0)
+    m2, h2 = _reverse_run(0)
+    m3, h3 = _reverse_run(1)
+    assert h1.loss == h2.loss and h1.val_loss == h2.val_loss  # bit-identical
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
+    assert h1.loss != h3.loss
+
+
+def test_history_records_the_schedule_and_clipping():
+    _, h = _reverse_run(0)
+    assert h.lr == pytest.approx([noam_lr(s, 16, 4) for s in range(1, 9)], rel=1e-12)
+    assert len(h.loss) == len(h.grad_norm) == 8 and h.val_step == [4, 8]
+    assert h.seconds > 0 and h.cpu_seconds >= 0
+
+
+def test_gradient_clipping_bounds_the_update(monkeypatch):
+    torch.manual_seed(0)
+    task = ReverseDigits(1, 4)
+    config = TransformerConfig(src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32,
+                               n_layers=1, dropout=0.0, max_len=16)
+    model = Transformer(config)
+    clipped = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(params, max_norm, *args, **kwargs):
+        params = list(params)
+        before = clip(params, max_norm, *args, **kwargs)
+        clipped.append(torch.stack([p.grad.norm() for p in params]).norm().item())
+        return before
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    h = train(model, lambda: task.train_batch(8), 3, clip_norm=1e-3, progress=False)
+    assert len(clipped) == 3
+    assert all(n <= 1e-3 * (1 + 1e-4) for n in clipped)  # the gradient the optimiser uses is clipped
+    assert all(n > 1e-3 for n in h.grad_norm)  # the history holds the norm before clipping
+
+
+def test_training_learns_the_reverse_task():
+    torch.manual_seed(0)
+    task = ReverseDigits(1, 3)
+    config = TransformerConfig(src_vocab_size=14, tgt_vocab_size=14, d_model=32, n_heads=2, d_ff=64,
+                               n_layers=1, dropout=0.0, max_len=16)
+    h = train(Transformer(config), lambda: task.train_batch(32), 150, warmup=30, progress=False)
+    assert sum(h.loss[-10:]) / 10 < 0.6 * sum(h.loss[:10]) / 10
+
+
+def test_checkpoint_round_trip(tmp_path):
+    trained = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
+    path = save_checkpoint(tmp_path / "sub" / "model.pt", trained)
+    assert [p.name for p in path.parent.iterdir()] == ["model.pt"]  # no temporary file left
+    raw = torch.load(path, weights_only=True)  # only tensors and primitive containers
+    assert raw["config"]["d_model"] == 16
+    loaded = load_checkpoint(path, device="cpu")
+    assert not loaded.model.training
+    assert loaded.src_vocab == trained.src_vocab and loaded.tgt_vocab == trained.tgt_vocab
+    assert loaded.history == trained.history and loaded.meta == trained.meta
+    assert loaded.data.splits == trained.data.splits
+    batch = trained.data.batch([3, 21_000, 999_999])
+    trained.model.eval()
+    with torch.no_grad():
+        assert torch.equal(trained.model(batch.src, batch.tgt_in), loaded.model(batch.src, batch.tgt_in))
+    assert loaded.translate(["veintiún mil"]) == trained.translate(["veintiún mil"])
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    trained = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
+    path = save_checkpoint(tmp_path / "model.pt", trained)
+    before = path.read_bytes()
+
+    def broken_save(obj, f):
+        f.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(OSError):
+        save_checkpoint(path, trained)
+    assert path.read_bytes() == before  # the old checkpoint is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
+def test_load_or_train(tmp_path, monkeypatch):
+    path = tmp_path / "number_translator.pt"
+    first = load_or_train_number_translator(path, device="cpu", progress=False, recipe=TINY)
+    assert path.exists()
+    calls = []
+    real = train_mod.train_number_translator
+    monkeypatch.setattr(train_mod, "train_number_translator", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = load_or_train_number_translator(path, device="cpu", progress=False, recipe=TINY)
+    assert calls == []  # loaded, not trained
+    assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), again.model.state_dict().values()))
+    other = dataclasses.replace(TINY, steps=4)
+    load_or_train_number_translator(path, device="cpu", progress=False, recipe=other)
+    assert calls == [1]  # a different recipe trains again
+
+
+def test_retraining_gives_the_same_model():
+    a = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
+    b = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
+    assert a.history.loss == b.history.loss
+    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+
+
+def test_default_checkpoint_path():
+    assert default_checkpoint_path(ROOT / "notebooks" / "es") == ROOT / "checkpoints" / "number_translator.pt"
+
+
+def test_random_targets_have_nothing_to_learn():
+    data = NumberTranslation(0)
+    next_batch = random_target_batches(data, 32, torch.Generator().manual_seed(0))
+    a, b = next_batch(), next_batch()
+    V = len(data.tgt_vocab)
+    real = a.tgt_out != 0
+    assert ((a.tgt_out[real] >= 1) & (a.tgt_out[real] < V)).all()
+    assert torch.equal(a.tgt_in[:, 1:][real[:, 1:]], a.tgt_out[:, :-1][real[:, 1:]])  # still shifted
+    assert (a.tgt_in[:, 0] == data.tgt_vocab.bos_id).all()
+    # the targets do not depend on the sources: same source, different targets
+    assert not torch.equal(a.tgt_out, b.tgt_out)
+    counts = torch.bincount(torch.cat([next_batch().tgt_out.flatten() for _ in range(20)]), minlength=V)[1:]
+    assert counts.min() > 0 and counts.max() < 3 * counts.float().mean()  # roughly uniform
+
+
+def test_training_figures_and_error_analysis():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from minitransformer.viz.training import (
+        accuracy_by_digits,
+        classify_mistake,
+        mistake_kind,
+        mistakes_table,
+        plot_accuracy_by_digits,
+        plot_losses,
+        plot_lr_schedule,
+    )
+
+    assert classify_mistake("one thousand two", "one thousand three", "en") == "“two” instead of “three”"
+    assert classify_mistake("eight thousand eight", "eight thousand", "es") == "sobra «eight»"
+    assert classify_mistake("forty", "forty-two thousand forty", "en") == "missing “forty-two thousand”"
+    assert [mistake_kind(p, "one thousand five") for p in ("one thousand", "one thousand five five", "two thousand five")] \
+        == ["missing", "extra", "changed"]
+    assert accuracy_by_digits([5, 12, 13, 100], [True, True, False, True]) == {1: (1, 1), 2: (1, 2), 3: (1, 1)}
+    table = mistakes_table([(1503, "mil quinientos tres", "five hundred three", "one thousand five hundred three")], "en")
+    assert "1 503" in table and "missing “one thousand”" in table and table.splitlines()[0].startswith("number")
+    assert mistakes_table([], "es") == "(ningún error)"
+    for lang, word in (("es", "paso"), ("en", "step")):
+        fig = plot_lr_schedule({"a": [noam_lr(s, 64, 10) for s in range(1, 50)]}, lang=lang, peaks={"a": 10})
+        assert word in fig.axes[0].get_xlabel()
+        fig = plot_losses({"train": torch.linspace(3, 1, 40)}, lang=lang, val={"val": ([10, 20], [2.0, 1.5])},
+                          hlines={"ln V": 2.5})
+        assert word in fig.axes[0].get_xlabel() and len(fig.axes[0].lines) == 4  # faint, mean, val, hline
+        fig = plot_accuracy_by_digits({"g": ([5, 12, 13, 14], [True, True, False, True])}, lang=lang)
+        labels = [t.get_text() for t in fig.axes[0].texts]
+        assert labels == (["100", "66.7"] if lang == "en" else ["100", "66,7"])
+
+
+def test_keep_best_ends_with_the_lowest_validation_loss():
+    torch.manual_seed(0)
+    task = ReverseDigits(1, 4)
+    config = TransformerConfig(src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32,
+                               n_layers=1, dropout=0.0, max_len=16)
+    model = Transformer(config)
+    val = task.batch_of(task.sample(32))
+    h = train(model, lambda: task.train_batch(16), 40, warmup=5, lr_factor=3.0, val_batch=val, eval_every=5,
+              keep_best=True, progress=False)
+    best = min(range(len(h.val_loss)), key=h.val_loss.__getitem__)
+    assert h.best_step == h.val_step[best]
+    assert train_mod.validation_loss(model, val) == pytest.approx(h.val_loss[best], abs=1e-6)
+    with pytest.raises(ValueError):
+        train(model, lambda: task.train_batch(16), 2, keep_best=True, progress=False)
+
+
+def test_snapshots_hold_the_weights_of_that_step():
+    six = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY, snapshot_steps=(3,))
+    three = train_number_translator(seed=0, device="cpu", progress=False, recipe=dataclasses.replace(TINY, steps=3))
+    early = six.snapshot(3)
+    for (k, a), b in zip(early.model.state_dict().items(), three.model.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert not all(torch.equal(a, b) for a, b in zip(early.model.state_dict().values(),
+                                                     six.model.state_dict().values()))
