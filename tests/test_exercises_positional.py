@@ -12,6 +12,9 @@ import math
 import pytest
 import torch
 
+from feedback_asserts import assert_correct
+from feedback_asserts import assert_hint as shared_assert_hint
+
 from minitransformer.exercises import Feedback
 from minitransformer.exercises.positional import (
     HINTS,
@@ -24,19 +27,8 @@ from minitransformer.positional import sinusoidal_encoding
 LANGS = ("es", "en")
 
 
-def assert_correct(feedback: Feedback, lang: str) -> None:
-    assert isinstance(feedback, Feedback)
-    assert feedback.ok, feedback.message
-    assert feedback.message.startswith("✅ ¡Correcto!" if lang == "es" else "✅ Correct!")
-
-
 def assert_hint(feedback: Feedback, lang: str, key: str) -> None:
-    assert isinstance(feedback, Feedback)
-    assert not feedback.ok, f"accepted a wrong answer (expected hint {key!r})"
-    assert feedback.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:")
-    es, en = HINTS[key]
-    text = es if lang == "es" else en
-    assert text.split("{")[0] in feedback.message, f"expected hint {key!r}, got: {feedback.message}"
+    shared_assert_hint(feedback, lang, key, HINTS)
 
 
 def unfinished(*args):

@@ -7,7 +7,20 @@ from typing import Any, Callable
 
 from ..i18n import tr
 
-__all__ = ["Feedback", "correct", "not_yet", "attempt", "checker", "Unfinished"]
+__all__ = ["COMMON_HINTS", "Feedback", "correct", "not_yet", "attempt", "checker", "Unfinished"]
+
+
+# Hints that several checkers give, (Spanish, English); modules merge them into their HINTS.
+COMMON_HINTS: dict[str, tuple[str, str]] = {
+    "not_tensor": (
+        "tu función debe devolver un tensor de PyTorch.",
+        "your function must return a PyTorch tensor.",
+    ),
+    "nan": (
+        "el resultado contiene NaN o infinitos.",
+        "the result contains NaN or infinite values.",
+    ),
+}
 
 
 @dataclass(frozen=True)

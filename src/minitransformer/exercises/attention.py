@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ..attention import causal_mask, combine_masks, padding_mask, scaled_dot_product_attention
-from ._core import Feedback, attempt, checker, correct, not_yet
+from ._core import COMMON_HINTS, attempt, checker, correct, Feedback, not_yet
 
 __all__ = [
     "HINTS",
@@ -29,14 +29,7 @@ __all__ = [
 
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
 HINTS: dict[str, tuple[str, str]] = {
-    "not_tensor": (
-        "tu función debe devolver un tensor de PyTorch.",
-        "your function must return a PyTorch tensor.",
-    ),
-    "nan": (
-        "el resultado contiene NaN o infinitos.",
-        "the result contains NaN or infinite values.",
-    ),
+    **COMMON_HINTS,
     # softmax
     "softmax_overflow": (
         "con entradas grandes (p. ej. 1000) obtienes NaN: `exp(1000)` es infinito. Resta el máximo de "

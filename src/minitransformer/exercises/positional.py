@@ -15,20 +15,13 @@ import torch
 from torch import Tensor
 
 from ..positional import sinusoidal_encoding
-from ._core import Feedback, Unfinished, attempt, checker, correct, not_yet
+from ._core import COMMON_HINTS, attempt, checker, correct, Feedback, not_yet, Unfinished
 
 __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", "check_shift_matrix_concat"]
 
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
 HINTS: dict[str, tuple[str, str]] = {
-    "not_tensor": (
-        "tu función debe devolver un tensor de PyTorch.",
-        "your function must return a PyTorch tensor.",
-    ),
-    "nan": (
-        "el resultado contiene NaN o infinitos.",
-        "the result contains NaN or infinite values.",
-    ),
+    **COMMON_HINTS,
     "wrong_shape": (
         "la forma es {got}, pero debería ser {want}.",
         "the shape is {got}, but it should be {want}.",

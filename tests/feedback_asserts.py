@@ -1,0 +1,23 @@
+"""Assertions shared by the exercise-checker tests."""
+
+from __future__ import annotations
+
+from minitransformer.exercises import Feedback
+
+
+def assert_correct(feedback: Feedback, lang: str) -> None:
+    """The checker accepted the answer, and said so in ``lang``."""
+    assert isinstance(feedback, Feedback)
+    assert feedback.ok, feedback.message
+    assert feedback.message.startswith("✅ ¡Correcto!" if lang == "es" else "✅ Correct!")
+
+
+def assert_hint(feedback: Feedback, lang: str, key: str, hints: dict[str, tuple[str, str]]) -> None:
+    """The checker rejected the answer with the hint ``hints[key]`` in ``lang``."""
+    assert isinstance(feedback, Feedback)
+    assert not feedback.ok, f"accepted a wrong answer (expected hint {key!r})"
+    assert feedback.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:")
+    es, en = hints[key]
+    text = es if lang == "es" else en
+    # hints with {fields} are checked up to their first field
+    assert text.split("{")[0] in feedback.message, f"expected hint {key!r}, got: {feedback.message}"
