@@ -21,3 +21,10 @@ def assert_hint(feedback: Feedback, lang: str, key: str, hints: dict[str, tuple[
     text = es if lang == "es" else en
     # hints with {fields} are checked up to their first field
     assert text.split("{")[0] in feedback.message, f"expected hint {key!r}, got: {feedback.message}"
+
+
+def assert_rejected(feedback: Feedback, lang: str, hint: dict[str, str]) -> None:
+    """The checker rejected the answer with a message containing ``hint[lang]``."""
+    assert not feedback.ok, f"a wrong answer was accepted: {feedback.message}"
+    assert feedback.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:"), feedback.message
+    assert hint[lang] in feedback.message, f"expected the hint {hint[lang]!r} in: {feedback.message}"

@@ -7,6 +7,9 @@ import math
 import pytest
 import torch
 
+from feedback_asserts import assert_correct as assert_accepted
+from feedback_asserts import assert_rejected
+
 from minitransformer.exercises.decoder import check_cross_attention, check_decoder_layer, check_shift_right
 
 LANGS = ["es", "en"]
@@ -14,18 +17,6 @@ LANGS = ["es", "en"]
 
 def stub(*args):
     raise NotImplementedError
-
-
-def assert_rejected(feedback, lang, hint: dict[str, str]):
-    assert not feedback.ok, f"a wrong answer was accepted: {feedback.message}"
-    head = {"es": "❌ Todavía no:", "en": "❌ Not yet:"}[lang]
-    assert feedback.message.startswith(head), feedback.message
-    assert hint[lang] in feedback.message, f"expected the hint {hint[lang]!r} in: {feedback.message}"
-
-
-def assert_accepted(feedback, lang):
-    assert feedback.ok, feedback.message
-    assert feedback.message.startswith({"es": "✅ ¡Correcto!", "en": "✅ Correct!"}[lang])
 
 
 # ---- decoder layer -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ..i18n import tr
 
-__all__ = ["COMMON_HINTS", "Feedback", "correct", "not_yet", "attempt", "checker", "Unfinished"]
+__all__ = ["COMMON_HINTS", "Feedback", "not_a_tensor", "correct", "not_yet", "attempt", "checker", "Unfinished"]
 
 
 # Hints that several checkers give, (Spanish, English); modules merge them into their HINTS.
@@ -50,6 +50,15 @@ def not_yet(lang: str, es: str, en: str) -> Feedback:
     """A "not yet" with a hint."""
     head = tr(lang, "❌ Todavía no:", "❌ Not yet:")
     return Feedback(False, f"{head} {tr(lang, es, en)}")
+
+
+def not_a_tensor(lang: str, got: Any) -> Feedback:
+    """A "not yet" for an answer that is not a tensor, naming what it is instead."""
+    return not_yet(
+        lang,
+        f"tu función debe devolver un tensor de PyTorch, no {type(got).__name__}.",
+        f"your function must return a PyTorch tensor, not {type(got).__name__}.",
+    )
 
 
 class Unfinished(Exception):

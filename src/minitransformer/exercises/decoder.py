@@ -14,17 +14,9 @@ from torch import Tensor
 from ..attention import padding_mask, scaled_dot_product_attention
 from ..layers import DecoderLayer
 from ..model import target_mask
-from ._core import Feedback, attempt, checker, correct, not_yet
+from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet
 
 __all__ = ["check_shift_right", "check_cross_attention", "check_decoder_layer"]
-
-
-def _not_tensor(lang: str, got) -> Feedback:
-    return not_yet(
-        lang,
-        f"tu función debe devolver un tensor de PyTorch, no {type(got).__name__}.",
-        f"your function must return a PyTorch tensor, not {type(got).__name__}.",
-    )
 
 
 def _layer_case() -> tuple[DecoderLayer, Tensor, Tensor, Tensor, Tensor]:
@@ -117,7 +109,7 @@ def check_decoder_layer(
             "return only the output tensor (B, T, D), not a tuple.",
         )
     if not isinstance(got, Tensor):
-        return _not_tensor(lang, got)
+        return not_a_tensor(lang, got)
     if got.shape != expected.shape:
         return not_yet(
             lang,
@@ -166,7 +158,7 @@ def check_shift_right(fn: Callable[[Tensor, int], Tensor], lang: str = "es") -> 
                 "into `y`.",
             )
         if not isinstance(got, Tensor):
-            return _not_tensor(lang, got)
+            return not_a_tensor(lang, got)
         B, T = y.shape
         expected = torch.cat([torch.full((B, 1), bos_id, dtype=y.dtype), y[:, :-1]], dim=1)  # (B, T)
         if got.shape == (B, T + 1):

@@ -14,17 +14,9 @@ from torch import Tensor
 
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
-from ._core import Feedback, attempt, checker, correct, not_yet
+from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet
 
 __all__ = ["check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
-
-
-def _not_tensor(lang: str, got) -> Feedback:
-    return not_yet(
-        lang,
-        f"tu función debe devolver un tensor de PyTorch, no {type(got).__name__}.",
-        f"your function must return a PyTorch tensor, not {type(got).__name__}.",
-    )
 
 
 def _close(a: Tensor, b: Tensor) -> bool:
@@ -56,7 +48,7 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
                 "your function modifies `table` or `pe` (a `*=` or `mul_`?): compute a new tensor.",
             )
         if not isinstance(got, Tensor):
-            return _not_tensor(lang, got)
+            return not_a_tensor(lang, got)
         (B, T), D = tokens.shape, table.size(1)
         emb = table[tokens]  # (B, T, D)
         positions = pe[:T]  # (T, D)
@@ -226,7 +218,7 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
     for h, weight, bias in _output_cases():
         got = attempt(lang, fn, h.clone(), weight.clone(), bias.clone())
         if not isinstance(got, Tensor):
-            return _not_tensor(lang, got)
+            return not_a_tensor(lang, got)
         (B, T, _), V = h.shape, weight.size(0)
         logits = h @ weight.T + bias  # (B, T, V)
         expected = torch.softmax(logits, dim=-1)
