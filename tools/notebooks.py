@@ -146,7 +146,7 @@ if "google.colab" in sys.modules:
 from minitransformer.runtime import setup
 
 LANG = "es"  # «idioma de las figuras y de los mensajes|language of figures and messages»
-device = setup(seed=0)  # «semilla e hilos fijos: los números de este cuaderno son reproducibles|fixed seed and threads: this notebook's numbers are reproducible»'''
+device = setup(seed=0, lang=LANG)  # «semilla fija: en el mismo tipo de máquina, los mismos números|fixed seed: the same numbers on the same kind of machine»'''
 
 
 def markdown_cell(text: str, cell_id: str) -> nbformat.NotebookNode:
@@ -236,6 +236,8 @@ def execute(path: Path, timeout: int = 900) -> float:
             cell["metadata"] = {}
     env_backup = dict(os.environ)
     os.environ.update({"PYTHONHASHSEED": "0", "TQDM_MININTERVAL": "1000"})
+    # Stored outputs are computed with a fixed thread count (runtime.STORED_THREADS).
+    os.environ.setdefault("MINITRANSFORMER_THREADS", "2")  # runtime.STORED_THREADS
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle threads sleep; results unchanged
     start = time.perf_counter()
     try:

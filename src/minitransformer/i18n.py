@@ -6,7 +6,7 @@ notebooks, figures and exercise messages use these terms.
 
 from __future__ import annotations
 
-__all__ = ["LANGS", "GLOSSARY", "check_lang", "tr"]
+__all__ = ["LANGS", "GLOSSARY", "check_lang", "tr", "set_language", "language", "say", "CourseError", "error"]
 
 LANGS = ("es", "en")
 
@@ -92,13 +92,52 @@ GLOSSARY: dict[str, str] = {
 }
 
 
+# The language of the package's own messages (errors, warnings, progress bars): the notebook's,
+# once its setup cell has called runtime.setup(lang=LANG); English before that.
+_language = "en"
+
+
 def check_lang(lang: str) -> str:
     """Return ``lang`` if it is ``"es"`` or ``"en"``, else raise ``ValueError``."""
     if lang not in LANGS:
-        raise ValueError(f"lang must be 'es' or 'en', got {lang!r}")
+        raise CourseError(
+            f"lang debe ser 'es' o 'en', no {lang!r}", f"lang must be 'es' or 'en', got {lang!r}"
+        )
     return lang
 
 
 def tr(lang: str, es: str, en: str) -> str:
     """Pick the Spanish or the English text."""
     return es if check_lang(lang) == "es" else en
+
+
+def set_language(lang: str) -> None:
+    """Set the language of the package's messages ("es" or "en")."""
+    global _language
+    _language = check_lang(lang)
+
+
+def language() -> str:
+    """The language of the package's messages (see :func:`set_language`)."""
+    return _language
+
+
+def say(es: str, en: str) -> str:
+    """The Spanish or the English text, in the language of the package's messages."""
+    return es if _language == "es" else en
+
+
+class CourseError(ValueError):
+    """A ``ValueError`` a student can meet: its message speaks the notebook's language.
+
+    Both texts are kept (``.es``, ``.en``), so tests can check each.
+    """
+
+    def __init__(self, es: str, en: str):
+        self.es, self.en = es, en
+        super().__init__(es if _language == "es" else en)
+
+
+def error(es: str, en: str) -> CourseError:
+    """The error to raise for a bad argument: ``raise error("texto", "text")``."""
+    return CourseError(es, en)

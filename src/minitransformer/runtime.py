@@ -1,4 +1,16 @@
-"""Reproducibility and device helpers shared by the notebooks and the training code."""
+"""Reproducibility and device helpers shared by the notebooks and the training code.
+
+A notebook's setup cell calls :func:`setup`, which fixes the seed, the language of the
+package's messages and the figure style. Two environment variables let the runners that
+compare outputs, and the tests that try the course under other numerics, change what the
+setup cell asks for without editing a notebook:
+
+- ``MINITRANSFORMER_SEED``: the seed in force instead of the one the cell names;
+- ``MINITRANSFORMER_THREADS``: the number of CPU threads (by default PyTorch's own choice,
+  which uses every core). The stored outputs are computed with 2 threads: float sums depend
+  on how the work is split, so the same kernels, thread count and seed give bit-identical
+  numbers, and other machines give the same behaviour with slightly different numbers.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +20,30 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["set_seed", "setup", "default_device", "NUM_THREADS"]
+from .i18n import set_language
 
-# The stored notebook outputs are computed with this many CPU threads: float sums depend on
-# how the work is split, so the same thread count (and seed) gives bit-identical results.
-NUM_THREADS = 2
+__all__ = ["SEED_ENV", "THREADS_ENV", "STORED_THREADS", "set_seed", "seed", "setup", "default_device"]
+
+SEED_ENV = "MINITRANSFORMER_SEED"
+THREADS_ENV = "MINITRANSFORMER_THREADS"
+# The thread count of the runners that store and compare outputs (tools/notebooks.py, pytest).
+STORED_THREADS = 2
+
+_seed = 0
 
 
-def set_seed(seed: int = 0) -> None:
-    """Seed Python, NumPy and PyTorch (CPU and GPU)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+def set_seed(value: int = 0) -> None:
+    """Seed Python, NumPy and PyTorch (CPU and GPU), and remember the seed (see :func:`seed`)."""
+    global _seed
+    _seed = int(value)
+    random.seed(_seed)
+    np.random.seed(_seed)
+    torch.manual_seed(_seed)
+
+
+def seed() -> int:
+    """The seed in force: the last one given to :func:`set_seed` or :func:`setup` (0 at first)."""
+    return _seed
 
 
 def default_device() -> torch.device:
@@ -27,14 +51,19 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def setup(seed: int = 0, threads: int = NUM_THREADS) -> torch.device:
-    """Prepare a notebook: fixed threads and seed, readable printing, large figures.
+def setup(seed: int = 0, lang: str | None = None) -> torch.device:
+    """Prepare a notebook: seed, language of messages, readable printing, large figures.
 
-    Returns the device to use (the GPU when there is one).
+    ``MINITRANSFORMER_SEED`` replaces ``seed`` and ``MINITRANSFORMER_THREADS`` fixes the CPU
+    threads when they are set; otherwise PyTorch uses every core. Returns the device to use
+    (the GPU when there is one).
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    torch.set_num_threads(threads)
-    set_seed(seed)
+    if os.environ.get(THREADS_ENV):
+        torch.set_num_threads(int(os.environ[THREADS_ENV]))
+    set_seed(int(os.environ.get(SEED_ENV) or seed))
+    if lang is not None:
+        set_language(lang)
     torch.set_printoptions(precision=4, sci_mode=False)
     np.set_printoptions(precision=4, suppress=True)
     from .viz import style

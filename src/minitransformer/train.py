@@ -23,7 +23,8 @@ from torch import Tensor
 from .data import Batch, NumberTranslation, Vocab, spell_number
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
-from .runtime import NUM_THREADS, default_device, set_seed
+from . import runtime
+from .runtime import default_device, set_seed
 
 __all__ = [
     "noam_lr",
@@ -43,7 +44,6 @@ __all__ = [
     "NumberResults",
     "random_target_batches",
     "validation_loss",
-    "cpu_threads",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -117,17 +117,6 @@ class History:
     @classmethod
     def from_dict(cls, d: dict) -> "History":
         return cls(**d)
-
-
-@contextlib.contextmanager
-def cpu_threads(n: int):
-    """Run the block with ``n`` CPU threads (float results depend on the thread count)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def train(
@@ -343,17 +332,18 @@ NUMBER_RECIPE = NumberRecipe()
 
 
 def train_number_translator(
-    seed: int = 0,
+    seed: int | None = None,
     device: torch.device | str | None = None,
     progress: bool = True,
     recipe: NumberRecipe = NUMBER_RECIPE,
     snapshot_steps: Sequence[int] = (),
 ) -> TrainedModel:
-    """Train the number translator from scratch, deterministically under ``seed``.
+    """Train the number translator from scratch under ``seed`` (default: the seed in force,
+    :func:`runtime.seed`).
 
-    On the CPU it trains with ``runtime.NUM_THREADS`` threads (the thread count changes the
-    float results), restoring the previous count afterwards. The model ends with the weights
-    of its lowest validation loss (``keep_best``).
+    The same seed, device kind, CPU kernels and thread count give the same model bit for bit;
+    other set-ups give a model that behaves the same with slightly different numbers. The
+    model ends with the weights of its lowest validation loss (``keep_best``).
 
     Args:
         snapshot_steps: steps whose weights are kept (on the CPU) in ``snapshots``, to look
@@ -361,26 +351,25 @@ def train_number_translator(
 
     Returns a :class:`TrainedModel` with ``data`` (the task and its splits) and ``history``.
     """
+    seed = runtime.seed() if seed is None else seed
     device = torch.device(device) if device is not None else default_device()
-    threads = cpu_threads(NUM_THREADS) if device.type == "cpu" else contextlib.nullcontext()
     snapshots: dict[int, dict[str, Tensor]] = {}
 
     def keep_snapshot(step: int, model: Transformer) -> None:
         if step in snapshot_steps:
             snapshots[step] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
-    with threads:
-        set_seed(seed)
-        data = NumberTranslation(seed)
-        model = Transformer(recipe.config(data)).to(device)
-        history = train(
-            model, lambda: data.train_batch(recipe.batch_size), recipe.steps,
-            warmup=recipe.warmup, lr_factor=recipe.lr_factor,
-            label_smoothing=recipe.label_smoothing, clip_norm=recipe.clip_norm,
-            val_batch=data.batch(data.splits["val"]), eval_every=recipe.eval_every, keep_best=True,
-            callback=keep_snapshot if snapshot_steps else None, device=device, progress=progress,
-            desc="es → en",
-        )
+    set_seed(seed)
+    data = NumberTranslation(seed)
+    model = Transformer(recipe.config(data)).to(device)
+    history = train(
+        model, lambda: data.train_batch(recipe.batch_size), recipe.steps,
+        warmup=recipe.warmup, lr_factor=recipe.lr_factor,
+        label_smoothing=recipe.label_smoothing, clip_norm=recipe.clip_norm,
+        val_batch=data.batch(data.splits["val"]), eval_every=recipe.eval_every, keep_best=True,
+        callback=keep_snapshot if snapshot_steps else None, device=device, progress=progress,
+        desc="es → en",
+    )
     meta = {"task": "number_translation", "seed": seed, "recipe": dataclasses.asdict(recipe)}
     return TrainedModel(model, data.src_vocab, data.tgt_vocab, history, meta, data, snapshots)
 
@@ -397,13 +386,14 @@ def default_checkpoint_path(start: str | os.PathLike | None = None) -> Path:
 
 def load_or_train_number_translator(
     path: str | os.PathLike | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     device: torch.device | str | None = None,
     progress: bool = True,
     recipe: NumberRecipe = NUMBER_RECIPE,
 ) -> TrainedModel:
     """Load the checkpoint at ``path`` if it holds this seed and recipe; otherwise train
     (deterministically) and save it there. ``path`` defaults to :func:`default_checkpoint_path`."""
+    seed = runtime.seed() if seed is None else seed
     path = Path(path) if path is not None else default_checkpoint_path()
     if path.exists():
         try:
