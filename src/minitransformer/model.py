@@ -235,9 +235,14 @@ class Transformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
+        """Xavier for every matrix, except token embeddings: N(0, 1/d_model), so a token's
+        vector has norm about 1 and, times √d_model, the norm √d_model of the positional
+        encoding's scale (as the paper's weights shared with the output layer assume)."""
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+        for emb in {id(m.token): m.token for m in (self.encoder.embeddings, self.decoder.embeddings)}.values():
+            nn.init.normal_(emb.weight, mean=0.0, std=self.config.d_model**-0.5)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor, list[Tensor]]:
         """Shapes: src (B, S) -> memory (B, S, D), src_mask (B, 1, 1, S), encoder maps."""

@@ -27,6 +27,7 @@ from . import runtime
 from .runtime import default_device, set_seed
 
 __all__ = [
+    "reference_translator",
     "noam_lr",
     "NoamSchedule",
     "label_smoothed_cross_entropy",
@@ -231,7 +232,7 @@ class TrainedModel:
     history: History | None = None
     meta: dict = field(default_factory=dict)  # primitive values only (recipe, seed, …)
     data: NumberTranslation | None = None  # the task, when it is the number translator
-    snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict)  # step -> weights (not saved)
+    snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict)  # step -> weights
 
     def snapshot(self, step: int) -> "TrainedModel":
         """The same translator with the weights it had after ``step`` (see ``snapshots``)."""
@@ -263,6 +264,7 @@ def save_checkpoint(path: str | os.PathLike, trained: TrainedModel) -> Path:
         "tgt_vocab": trained.tgt_vocab.to_list(),
         "history": trained.history.to_dict() if trained.history is not None else None,
         "meta": dict(trained.meta),
+        "snapshots": {int(k): {n: t.detach().cpu() for n, t in v.items()} for k, v in trained.snapshots.items()},
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -294,7 +296,7 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
     history = History.from_dict(payload["history"]) if payload["history"] is not None else None
     data = NumberTranslation(meta["seed"]) if meta.get("task") == "number_translation" else None
     return TrainedModel(model, Vocab.from_list(payload["src_vocab"]), Vocab.from_list(payload["tgt_vocab"]),
-                        history, meta, data)
+                        history, meta, data, dict(payload.get("snapshots", {})))
 
 
 # ---------------------------------------------------------------------------------------
@@ -406,6 +408,22 @@ def load_or_train_number_translator(
     trained = train_number_translator(seed, device, progress, recipe)
     save_checkpoint(path, trained)
     return trained
+
+
+# The reference run: 07's recipe trained with seed 0 on a 2-thread AVX-512 CPU, shipped inside
+# the package with its snapshots after 100 and 200 steps. Notebooks analyse it when a lesson
+# needs one run's exact numbers; the student's own run, on another machine or seed, behaves
+# the same but its numbers differ. Rebuilt by tools/make_reference.py.
+REFERENCE_FILE = "number_translator_seed0.pt"
+REFERENCE_SNAPSHOTS = (100, 200)
+
+
+def reference_translator(device: torch.device | str | None = None) -> TrainedModel:
+    """The course's reference number translator (see ``REFERENCE_FILE``), with its snapshots."""
+    from importlib.resources import as_file, files
+
+    with as_file(files("minitransformer") / "reference" / REFERENCE_FILE) as path:
+        return load_checkpoint(path, device)
 
 
 # ---------------------------------------------------------------------------------------
