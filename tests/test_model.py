@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
+import math
 import pickle
 
 import pytest
@@ -305,3 +306,15 @@ def test_mismatched_batches_and_float_ids():
         ours(src, tgt[:2])
     with pytest.raises(ValueError, match="integer token ids"):
         ours(src.float(), tgt)
+
+
+def test_token_embeddings_start_at_the_scale_the_sqrt_d_model_factor_assumes():
+    config = TransformerConfig(src_vocab_size=4000, tgt_vocab_size=3000, d_model=128, n_heads=4, d_ff=64, n_layers=1)
+    model = Transformer(config)
+    for emb in (model.encoder.embeddings.token.weight, model.decoder.embeddings.token.weight):
+        assert abs(emb.std().item() - 128**-0.5) < 0.02 * 128**-0.5  # N(0, 1/d_model)
+        # times √d_model, a token has about the norm √d_model; the positional encoding √(d_model/2)
+        ratio = math.sqrt(64) / (emb.norm(dim=-1).mean().item() * math.sqrt(128))
+        assert 0.68 < ratio < 0.73
+    w = model.encoder.layers[0].self_attn.W_q.weight  # other matrices keep Xavier's bound
+    assert w.abs().max() <= math.sqrt(6 / (w.size(0) + w.size(1))) + 1e-6

@@ -278,3 +278,39 @@ def test_snapshots_hold_the_weights_of_that_step():
         assert torch.equal(a, b), k
     assert not all(torch.equal(a, b) for a, b in zip(early.model.state_dict().values(),
                                                      six.model.state_dict().values()))
+
+
+def test_snapshots_survive_a_checkpoint(tmp_path):
+    trained = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY, snapshot_steps=(3,))
+    loaded = load_checkpoint(save_checkpoint(tmp_path / "m.pt", trained), device="cpu")
+    assert set(loaded.snapshots) == {3}
+    for a, b in zip(loaded.snapshot(3).model.state_dict().values(), trained.snapshot(3).model.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_training_uses_the_seed_in_force():
+    from minitransformer import runtime
+
+    runtime.set_seed(3)
+    try:
+        implicit = train_number_translator(device="cpu", progress=False, recipe=TINY)
+    finally:
+        runtime.set_seed(0)
+    explicit = train_number_translator(seed=3, device="cpu", progress=False, recipe=TINY)
+    assert implicit.meta["seed"] == 3 and implicit.history.loss == explicit.history.loss
+
+
+def test_reference_run_ships_in_the_package_and_matches_the_recipe():
+    from importlib.resources import files
+
+    from minitransformer.train import REFERENCE_FILE, REFERENCE_SNAPSHOTS, evaluate_numbers, reference_translator
+
+    assert (files("minitransformer") / "reference" / REFERENCE_FILE).is_file()
+    assert "reference/*.pt" in (ROOT / "pyproject.toml").read_text()  # package data: it goes in the wheel
+    ref = reference_translator("cpu")
+    # A change to the recipe (or the task) must come with a new reference: tools/make_reference.py.
+    assert ref.meta["seed"] == 0 and ref.meta["recipe"] == dataclasses.asdict(NUMBER_RECIPE)
+    assert tuple(sorted(ref.snapshots)) == REFERENCE_SNAPSHOTS
+    test = ref.data.splits["test"][:300]
+    final, half = evaluate_numbers(ref, test), evaluate_numbers(ref.snapshot(100), test)
+    assert final.accuracy >= 0.98 and half.accuracy < 0.5
