@@ -3,19 +3,14 @@ unchanged cells, `run NN` for one pair, and `import` of an edit made in JupyterL
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_tool import nbt
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("notebooks_tool", ROOT / "tools" / "notebooks.py")
-nbt = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = nbt  # dataclasses look their module up there
-_spec.loader.exec_module(nbt)
 
 DEMO = '''<!-- meta -->
 es: demo | Demostración
@@ -253,3 +248,16 @@ def test_import_refuses_when_the_other_language_was_edited_too(repo, capsys):
     assert nbt.main(["import", str(p)]) == 1
     assert "one language at a time" in capsys.readouterr().err
     assert source_text(repo) == DEMO
+
+
+@pytest.mark.slow
+def test_run_executes_with_a_kernel_and_a_rebuild_keeps_what_it_stored(repo):
+    edit_source(repo, "z = 3", "z = 3\nprint(z * 2)", name="02_other.md")
+    assert nbt.main(["run", "02"]) == 0
+    for lang in ("es", "en"):
+        cells = read(path(repo, "02", lang)).cells
+        assert [o.text for o in cells[-1].outputs] == ["6\n"] and cells[-1].execution_count == 2
+    edit_source(repo, "print(z * 2)\n```", "print(z * 2)\n```\n\n<!-- code -->\n```python\nprint(z + 1)\n```", name="02_other.md")
+    nbt.build(["02"], verbose=False)
+    cells = read(path(repo, "02", "en")).cells
+    assert [o.text for o in cells[-2].outputs] == ["6\n"] and cells[-1].outputs == []

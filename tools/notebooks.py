@@ -251,8 +251,10 @@ def keep_outputs(new: nbformat.NotebookNode, old: nbformat.NotebookNode) -> list
     return pending
 
 
-def build(numbers: list[str] | None = None, verbose: bool = True) -> list[Path]:
-    """Write the notebooks whose source changed; keep the stored outputs of unchanged cells."""
+def build(numbers: list[str] | None = None, verbose: bool = True, hint: bool = True) -> list[Path]:
+    """Write the notebooks whose source changed; keep the stored outputs of unchanged cells.
+
+    With ``verbose``, prints each notebook written and (with ``hint``) the cells left to execute."""
     written = []
     for src in sources(numbers):
         for lang in LANGS:
@@ -268,7 +270,8 @@ def build(numbers: list[str] | None = None, verbose: bool = True) -> list[Path]:
             nbformat.write(nb, path)
             written.append(path)
             if verbose:
-                todo = f"; code cells {pending} to execute: python tools/notebooks.py run {src.number}" if pending else ""
+                run = f"; code cells {pending} to execute: python tools/notebooks.py run {src.number}"
+                todo = run if pending and hint else ""
                 print(f"built {path.relative_to(ROOT)}{todo}")
     return written
 
@@ -283,12 +286,13 @@ class CannotImport(Exception):
 
 
 def code_skeleton(code: str) -> list[tuple[int, str]] | None:
-    """The code's tokens without comments and strings (the parts that may be translated);
-    None when the code does not tokenize."""
+    """The code's tokens without comments and strings (the parts that may be translated), and
+    without shell and magic lines (``!pip``, ``%time``); None when the code does not tokenize."""
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.STRING}
     skip |= {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END") if hasattr(tokenize, n)}
+    lines = [line for line in code.splitlines() if not line.lstrip().startswith(("!", "%"))]
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code + "\n").readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline))
     except (tokenize.TokenError, SyntaxError):
         return None
     return [(t.type, t.string) for t in tokens if t.type not in skip]
@@ -653,7 +657,7 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     if args.command != "readme":
-        build(args.numbers)
+        build(args.numbers, hint=args.command == "build")
     if README.exists() and not args.numbers:
         text = README.read_text(encoding="utf-8")
         new = render_readme(text, sources())
