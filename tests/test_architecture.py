@@ -41,7 +41,9 @@ def imported(source: str, name: str, is_package: bool, known: set[str]) -> list[
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
-            bases = [t.removeprefix("minitransformer").lstrip(".") for t in targets if t.split(".")[0] == "minitransformer"]
+            bases = [
+                t.removeprefix("minitransformer").lstrip(".") for t in targets if t.split(".")[0] == "minitransformer"
+            ]
             found += [(node.lineno, b) for b in bases]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -67,7 +69,9 @@ def violations(order: list[str], sources: dict[str, tuple[str, bool]]) -> list[s
             if target == name:
                 continue
             if name == "":
-                wrong.append(f"minitransformer/__init__.py:{line} imports {target}: keep `import minitransformer` light")
+                wrong.append(
+                    f"minitransformer/__init__.py:{line} imports {target}: keep `import minitransformer` light"
+                )
             elif target == "":
                 wrong.append(f"{name}:{line} imports the package itself; import the module it needs")
             elif rank.get(target, -1) >= rank.get(name, -1):
@@ -102,14 +106,31 @@ def test_imports_run_down_the_map():
         ("data", False, "def f():\n    from minitransformer.model import target_mask", ["model"]),
         ("runtime", False, "def setup():\n    from .viz import style", ["viz.style"]),
         ("train", False, "from . import runtime", ["runtime"]),
-        ("viz.heads", False, "from ..model import AttentionMaps\nfrom .attention import heatmap", ["model", "viz.attention"]),
+        (
+            "viz.heads",
+            False,
+            "from ..model import AttentionMaps\nfrom .attention import heatmap",
+            ["model", "viz.attention"],
+        ),
         ("exercises", True, "from ._core import Feedback", ["exercises._core"]),
         ("viz.training", False, "import minitransformer.analysis\nimport numpy", ["analysis"]),
     ],
 )
 def test_imports_are_resolved_to_modules(name, is_package, source, expected):
-    known = {"model", "runtime", "viz", "viz.style", "viz.attention", "viz.heads", "exercises", "exercises._core",
-             "analysis", "data", "train", "viz.training"}
+    known = {
+        "model",
+        "runtime",
+        "viz",
+        "viz.style",
+        "viz.attention",
+        "viz.heads",
+        "exercises",
+        "exercises._core",
+        "analysis",
+        "data",
+        "train",
+        "viz.training",
+    }
     assert [target for _, target in imported(source, name, is_package, known)] == expected
 
 

@@ -12,7 +12,7 @@ from notebook_tool import nbt
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DEMO = '''<!-- meta -->
+DEMO = """<!-- meta -->
 es: demo | Demostración
 en: demo | Demo
 
@@ -40,9 +40,9 @@ y = x + 1
 Fin.
 <!-- md en -->
 End.
-'''
+"""
 
-OTHER = '''<!-- meta -->
+OTHER = """<!-- meta -->
 es: otro | Otro
 en: other | Other
 
@@ -50,7 +50,7 @@ en: other | Other
 ```python
 z = 3
 ```
-'''
+"""
 
 
 @pytest.fixture
@@ -108,7 +108,11 @@ def test_ids_are_derived_from_content_and_shared_by_the_two_languages(repo):
 
 def test_inserting_a_cell_leaves_the_other_ids_unchanged(repo):
     before = [c.id for c in read(path(repo, "01", "en")).cells]
-    edit_source(repo, "<!-- code -->\n```python\ny = x + 1", "<!-- code -->\n```python\nw = 0\n```\n\n<!-- code -->\n```python\ny = x + 1")
+    edit_source(
+        repo,
+        "<!-- code -->\n```python\ny = x + 1",
+        "<!-- code -->\n```python\nw = 0\n```\n\n<!-- code -->\n```python\ny = x + 1",
+    )
     nbt.build(verbose=False)
     after = [c.id for c in read(path(repo, "01", "en")).cells]
     assert len(after) == len(before) + 1
@@ -197,14 +201,21 @@ def test_import_shared_code_edit_reaches_both_languages(repo):
 
 
 def test_import_edit_inside_an_es_en_text_changes_that_side(repo):
-    p = edit_notebook(repo, "01", "en", set_source('x = 1  # one\nprint("hello", x)', 'x = 1  # the number one\nprint("hello world", x)'))
+    p = edit_notebook(
+        repo,
+        "01",
+        "en",
+        set_source('x = 1  # one\nprint("hello", x)', 'x = 1  # the number one\nprint("hello world", x)'),
+    )
     notes = nbt.import_notebook(p)
     assert 'x = 1  # «uno|the number one»\nprint(«"hola"|"hello world"», x)' in source_text(repo)
     assert any("translate" in n for n in notes)
 
 
 def test_import_code_edit_around_es_en_texts(repo):
-    p = edit_notebook(repo, "01", "es", set_source('x = 1  # uno\nprint("hola", x)', 'x = 10  # uno\nprint("hola", x, x)'))
+    p = edit_notebook(
+        repo, "01", "es", set_source('x = 1  # uno\nprint("hola", x)', 'x = 10  # uno\nprint("hola", x, x)')
+    )
     nbt.import_notebook(p)
     assert 'x = 10  # «uno|one»\nprint(«"hola"|"hello"», x, x)' in source_text(repo)
 
@@ -218,7 +229,11 @@ def test_import_deleted_and_moved_cells(repo):
 
     nbt.import_notebook(edit_notebook(repo, "01", "en", change))
     src = nbt.parse_source(repo / "notebooks" / "source" / "01_demo.md")
-    assert [t["en"] for _, t in src.cells] == ["y = x + 1", "## Goals\n\nEnglish text.", 'x = 1  # one\nprint("hello", x)']
+    assert [t["en"] for _, t in src.cells] == [
+        "y = x + 1",
+        "## Goals\n\nEnglish text.",
+        'x = 1  # one\nprint("hello", x)',
+    ]
     assert "Fin." not in source_text(repo)
 
 
@@ -228,8 +243,11 @@ def test_import_deleted_and_moved_cells(repo):
         (lambda cells: setattr(cells[0], "source", cells[0].source + " extra"), r"title cell\) is generated"),
         (lambda cells: setattr(cells[1], "source", cells[1].source + "\nprint(1)"), "SETUP_CODE"),
         (lambda cells: cells.insert(3, nbformat.v4.new_code_cell("w = 0")), "one language only"),
-        (set_source('x = 1  # one\nprint("hello", x)', 'x = 1  # one\nlog(x)'), "together with the code"),
-        (set_source('x = 1  # one\nprint("hello", x)', 'x = 1  # one\nprint("hel" + "lo", x)'), "differ outside comments"),
+        (set_source('x = 1  # one\nprint("hello", x)', "x = 1  # one\nlog(x)"), "together with the code"),
+        (
+            set_source('x = 1  # one\nprint("hello", x)', 'x = 1  # one\nprint("hel" + "lo", x)'),
+            "differ outside comments",
+        ),
         (set_source("End.", "![new](attachment:new.png)"), "image 'new.png' is new"),
     ],
     ids=["title", "setup", "new cell", "straddles a pair", "code in one language", "new image"],
@@ -257,7 +275,12 @@ def test_run_executes_with_a_kernel_and_a_rebuild_keeps_what_it_stored(repo):
     for lang in ("es", "en"):
         cells = read(path(repo, "02", lang)).cells
         assert [o.text for o in cells[-1].outputs] == ["6\n"] and cells[-1].execution_count == 2
-    edit_source(repo, "print(z * 2)\n```", "print(z * 2)\n```\n\n<!-- code -->\n```python\nprint(z + 1)\n```", name="02_other.md")
+    edit_source(
+        repo,
+        "print(z * 2)\n```",
+        "print(z * 2)\n```\n\n<!-- code -->\n```python\nprint(z + 1)\n```",
+        name="02_other.md",
+    )
     nbt.build(["02"], verbose=False)
     cells = read(path(repo, "02", "en")).cells
     assert [o.text for o in cells[-2].outputs] == ["6\n"] and cells[-1].outputs == []

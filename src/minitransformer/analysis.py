@@ -31,7 +31,7 @@ def _diff(predicted: str, expected: str) -> tuple[list[str], list[str]]:
     end = 0
     while end < min(len(p), len(e)) - start and p[-1 - end] == e[-1 - end]:
         end += 1
-    return p[start:len(p) - end], e[start:len(e) - end]
+    return p[start : len(p) - end], e[start : len(e) - end]
 
 
 def mistake_kind(predicted: str, expected: str) -> str:
@@ -48,8 +48,11 @@ def classify_mistake(predicted: str, expected: str, lang: str = "es") -> str:
         return tr(lang, f"falta «{' '.join(right)}»", f"missing “{' '.join(right)}”")
     if kind == "extra":
         return tr(lang, f"sobra «{' '.join(wrong)}»", f"extra “{' '.join(wrong)}”")
-    return tr(lang, f"«{' '.join(wrong)}» en vez de «{' '.join(right)}»",
-              f"“{' '.join(wrong)}” instead of “{' '.join(right)}”")
+    return tr(
+        lang,
+        f"«{' '.join(wrong)}» en vez de «{' '.join(right)}»",
+        f"“{' '.join(wrong)}” instead of “{' '.join(right)}”",
+    )
 
 
 def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "es", limit: int = 20) -> str:
@@ -58,8 +61,10 @@ def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "e
     head = tr(lang, ("número", "español", "predicción", "error"), ("number", "Spanish", "predicted", "mistake"))
     if not mistakes:
         return tr(lang, "(ningún error)", "(no mistakes)")
-    rows = [(f"{n:,}".replace(",", " "), es, pred, classify_mistake(pred, exp, lang))
-            for n, es, pred, exp in mistakes[:limit]]
+    rows = [
+        (f"{n:,}".replace(",", " "), es, pred, classify_mistake(pred, exp, lang))
+        for n, es, pred, exp in mistakes[:limit]
+    ]
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
     out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
