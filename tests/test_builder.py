@@ -284,3 +284,12 @@ def test_run_executes_with_a_kernel_and_a_rebuild_keeps_what_it_stored(repo):
     nbt.build(["02"], verbose=False)
     cells = read(path(repo, "02", "en")).cells
     assert [o.text for o in cells[-2].outputs] == ["6\n"] and cells[-1].outputs == []
+
+
+def test_contributing_shows_the_loop_with_commands_that_exist():
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    loop = text[text.index("The edit loop") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in loop.splitlines() if line.strip()]
+    assert len(lines) == 5, loop
+    commands = [line.split()[2] for line in lines if line.startswith("python tools/notebooks.py")]
+    assert commands == ["import", "run"]  # both exercised by the tests above
