@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-
 from feedback_asserts import assert_correct as assert_accepted
 from feedback_asserts import assert_rejected
 

@@ -8,7 +8,6 @@ import torch.nn.functional as F
 
 from minitransformer.exercises.layers import check_layer_norm, check_post_ln_sublayer, check_rms_norm
 
-
 # --- layer norm -------------------------------------------------------------------------
 
 def ln_right(x, gamma, beta, eps):

@@ -11,7 +11,6 @@ import math
 
 import pytest
 import torch
-
 from feedback_asserts import assert_correct
 from feedback_asserts import assert_hint as shared_assert_hint
 

@@ -5,15 +5,14 @@ A failure names the notebook and the cell (counted from 0, as nbval does).
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import subprocess
 import sys
-import tokenize
 from pathlib import Path
 
 import pytest
+from notebook_tool import nbt
 
 ROOT = Path(__file__).resolve().parents[1]
 NB = ROOT / "notebooks"
@@ -32,17 +31,6 @@ def load(path: Path) -> list[dict]:
 
 def source(cell: dict) -> str:
     return "".join(cell["source"])
-
-
-def code_skeleton(code: str) -> list[tuple[int, str]]:
-    """The code's tokens without comments and string literals (which may be translated)."""
-    lines = [l for l in code.splitlines() if not l.lstrip().startswith(("!", "%"))]
-    tokens = tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline)
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.STRING}
-    for name in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END"):
-        if hasattr(tokenize, name):
-            skip.add(getattr(tokenize, name))
-    return [(t.type, t.string) for t in tokens if t.type not in skip]
 
 
 def language_score(text: str) -> tuple[int, int]:
@@ -68,7 +56,9 @@ def test_pair_in_step(number):
         where = f"{name}, cell {i}"
         assert a["cell_type"] == b["cell_type"], f"{where}: a {a['cell_type']} cell in Spanish, a {b['cell_type']} cell in English"
         if a["cell_type"] == "code":
-            assert code_skeleton(source(a)) == code_skeleton(source(b)), (
+            skeleton = nbt.code_skeleton(source(a))
+            assert skeleton is not None, f"{where}: the code does not tokenize"
+            assert skeleton == nbt.code_skeleton(source(b)), (
                 f"{where}: the code differs (beyond comments and strings)\n--- es\n{source(a)}\n--- en\n{source(b)}"
             )
             assert MARKERS.findall(source(a)) == MARKERS.findall(source(b)), f"{where}: different nbval markers"

@@ -15,7 +15,6 @@ from minitransformer.positional import (
 )
 
 
-
 def formula(max_len: int, d_model: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), with Python floats."""
     rows = []

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 import tomllib
+import warnings
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,3 +42,19 @@ def test_readme_lists_every_notebook_in_both_languages():
             rel = nb.relative_to(ROOT).as_posix()
             assert f"]({rel})" in text, f"README.md does not link {rel}"
             assert f"/blob/main/{rel})" in text, f"README.md has no Colab badge for {rel}"
+
+
+def test_warnings_from_our_code_are_errors_and_third_party_ones_are_named():
+    with pytest.raises(UserWarning):
+        warnings.warn_explicit("ours", UserWarning, "data.py", 1, module="minitransformer.data")
+    with pytest.raises(DeprecationWarning):
+        warnings.warn("from a test", DeprecationWarning, stacklevel=1)
+    ignores = [f for f in tomllib.loads(read("pyproject.toml"))["tool"]["pytest"]["ini_options"]["filterwarnings"]
+               if f.startswith("ignore")]
+    assert all(f.split(":")[1] for f in ignores), f"a third-party warning is silenced without naming it: {ignores}"
+
+
+def test_slow_marker_registered_and_notebook_cells_marked(pytestconfig):
+    markers = tomllib.loads(read("pyproject.toml"))["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(m.startswith("slow:") for m in markers)
+    assert "item.add_marker(pytest.mark.slow)" in read("conftest.py")

@@ -136,6 +136,7 @@ def test_gradient_clipping_bounds_the_update(monkeypatch):
     assert all(n > 1e-3 for n in h.grad_norm)  # the history holds the norm before clipping
 
 
+@pytest.mark.slow
 def test_training_learns_the_reverse_task():
     torch.manual_seed(0)
     task = ReverseDigits(1, 3)
@@ -220,29 +221,12 @@ def test_random_targets_have_nothing_to_learn():
     assert counts.min() > 0 and counts.max() < 3 * counts.float().mean()  # roughly uniform
 
 
-def test_training_figures_and_error_analysis():
+def test_training_figures():
     import matplotlib
 
     matplotlib.use("Agg")
-    from minitransformer.viz.training import (
-        accuracy_by_digits,
-        classify_mistake,
-        mistake_kind,
-        mistakes_table,
-        plot_accuracy_by_digits,
-        plot_losses,
-        plot_lr_schedule,
-    )
+    from minitransformer.viz.training import plot_accuracy_by_digits, plot_losses, plot_lr_schedule
 
-    assert classify_mistake("one thousand two", "one thousand three", "en") == "“two” instead of “three”"
-    assert classify_mistake("eight thousand eight", "eight thousand", "es") == "sobra «eight»"
-    assert classify_mistake("forty", "forty-two thousand forty", "en") == "missing “forty-two thousand”"
-    assert [mistake_kind(p, "one thousand five") for p in ("one thousand", "one thousand five five", "two thousand five")] \
-        == ["missing", "extra", "changed"]
-    assert accuracy_by_digits([5, 12, 13, 100], [True, True, False, True]) == {1: (1, 1), 2: (1, 2), 3: (1, 1)}
-    table = mistakes_table([(1503, "mil quinientos tres", "five hundred three", "one thousand five hundred three")], "en")
-    assert "1 503" in table and "missing “one thousand”" in table and table.splitlines()[0].startswith("number")
-    assert mistakes_table([], "es") == "(ningún error)"
     for lang, word in (("es", "paso"), ("en", "step")):
         fig = plot_lr_schedule({"a": [noam_lr(s, 64, 10) for s in range(1, 50)]}, lang=lang, peaks={"a": 10})
         assert word in fig.axes[0].get_xlabel()

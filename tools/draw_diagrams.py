@@ -1,4 +1,7 @@
-"""Draw the architecture diagrams into img/es/*.png and img/en/*.png.
+"""Draw the architecture diagrams that markdown embeds (notebooks, README) into img/{es,en}/*.png.
+
+Diagrams that a notebook draws in a code cell (``fig = draw_decoder_block(lang=LANG)``) need
+no file.
 
     python tools/draw_diagrams.py              # writes img/{es,en}/{transformer,...}.png
     python tools/draw_diagrams.py --out DIR    # writes DIR/{es,en}/... instead
@@ -26,8 +29,6 @@ DPI = 150
 DIAGRAMS = {
     "transformer": diagrams.draw_transformer,
     "encoder_block": diagrams.draw_encoder_block,
-    "decoder_block": diagrams.draw_decoder_block,
-    "multi_head_attention": diagrams.draw_multi_head_attention,
 }
 
 

@@ -2,6 +2,8 @@
 
     python tools/notebooks.py build            # write notebooks/{es,en}/*.ipynb from notebooks/source
     python tools/notebooks.py run [03 07 ...]  # build, then execute and store the outputs
+    python tools/notebooks.py import notebooks/en/03_positional_encoding.ipynb
+                                               # bring an edit made in JupyterLab back to the source
     python tools/notebooks.py check            # fail if a notebook is not what its source builds
     python tools/notebooks.py readme           # refresh only the README's list of notebooks
 
@@ -19,19 +21,26 @@ render in JupyterLab, on GitHub and in Colab. The builder adds the title cell (w
 "Open in Colab" badge) and the setup cell in front of every notebook.
 
 Execution is deterministic: fixed seed and thread count (set by the setup cell), no timing
-metadata, no widget state, stable cell ids.
+metadata, no widget state. A cell's id is derived from its content (``es-03-<hash>``, with
+``-2``, ``-3`` for repeated cells), so inserting a cell leaves the other ids unchanged.
+Building keeps the stored outputs of every cell whose source did not change; changed cells
+are left without outputs until ``run`` executes the pair again.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import copy
+import difflib
+import hashlib
+import io
 import os
 import re
 import sys
 import time
+import tokenize
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +69,7 @@ class Source:
     slugs: dict[str, str] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
     cells: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (kind, text per lang)
+    raw: list[str] = field(default_factory=list)  # each cell as written in the source («es|en» kept in code)
 
     def notebook_path(self, lang: str) -> Path:
         return ROOT / "notebooks" / lang / f"{self.number}_{self.slugs[lang]}.ipynb"
@@ -102,11 +112,13 @@ def parse_source(path: Path) -> Source:
             if pending_es is None:
                 raise ValueError(f"{where}: 'md en' without a 'md es' before it")
             src.cells.append(("markdown", {"es": pending_es[1], "en": text}))
+            src.raw.append(f"{pending_es[1]}\0{text}")
             pending_es = None
         else:
             code = re.sub(r"^```(python)?\s*\n", "", text)
             code = re.sub(r"\n```\s*$", "", code).strip("\n")
             src.cells.append(("code", {lang: translate(code, lang, where) for lang in LANGS}))
+            src.raw.append(code)
     if pending_es is not None:
         raise ValueError(f"{path.name}:{pending_es[0]}: a 'md es' block must be followed by 'md en'")
     if set(src.slugs) != set(LANGS):
@@ -170,6 +182,19 @@ def markdown_cell(text: str, cell_id: str) -> nbformat.NotebookNode:
     return cell
 
 
+def cell_keys(src: Source) -> list[str]:
+    """The content-derived part of each source cell's id: a hash of the cell as written in the
+    source (both languages of a markdown pair, the shared code with its «es|en»), with
+    ``-2``, ``-3``, ... for the second and later copies of the same cell."""
+    seen: Counter[str] = Counter()
+    keys = []
+    for (kind, _), raw in zip(src.cells, src.raw, strict=True):
+        digest = hashlib.sha1(f"{kind}\0{raw}".encode()).hexdigest()[:10]
+        seen[digest] += 1
+        keys.append(digest if seen[digest] == 1 else f"{digest}-{seen[digest]}")
+    return keys
+
+
 def build_notebook(src: Source, lang: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb["metadata"] = {
@@ -177,15 +202,15 @@ def build_notebook(src: Source, lang: str) -> nbformat.NotebookNode:
         "language_info": {"name": "python"},
         "colab": {"provenance": []},
     }
-    cid = lambda i: f"{lang}-{src.number}-{i:03d}"  # noqa: E731  (stable ids: clean diffs)
-    cells = [markdown_cell(title_cell(src, lang), cid(0))]
+    prefix = f"{lang}-{src.number}-"
+    cells = [markdown_cell(title_cell(src, lang), prefix + "title")]
     setup = translate(SETUP_CODE.replace("{repo}", repository()), lang, "setup")
-    cells.append(nbformat.v4.new_code_cell(setup, id=cid(1)))
-    for i, (kind, text) in enumerate(src.cells, start=2):
+    cells.append(nbformat.v4.new_code_cell(setup, id=prefix + "setup"))
+    for (kind, text), key in zip(src.cells, cell_keys(src), strict=True):
         if kind == "markdown":
-            cells.append(markdown_cell(text[lang], cid(i)))
+            cells.append(markdown_cell(text[lang], prefix + key))
         else:
-            cells.append(nbformat.v4.new_code_cell(text[lang], id=cid(i)))
+            cells.append(nbformat.v4.new_code_cell(text[lang], id=prefix + key))
     for c in cells:
         if c["cell_type"] == "code":
             c["metadata"] = {}
@@ -201,27 +226,332 @@ def sources(numbers: list[str] | None = None) -> list[Source]:
 
 
 def same_sources(a: nbformat.NotebookNode, b: nbformat.NotebookNode) -> bool:
-    strip = lambda nb: [(c["cell_type"], c["source"], c.get("attachments")) for c in nb["cells"]]  # noqa: E731
+    """Same cells (ids, kinds, sources, attachments); outputs are not compared."""
+    def strip(nb):
+        return [(c.get("id"), c["cell_type"], c["source"], c.get("attachments")) for c in nb["cells"]]
+
     return strip(a) == strip(b)
 
 
-def build(numbers: list[str] | None = None, verbose: bool = True) -> list[Path]:
-    """Write the notebooks whose source changed; keep the stored outputs of unchanged cells."""
+def keep_outputs(new: nbformat.NotebookNode, old: nbformat.NotebookNode) -> list[int]:
+    """Copy into ``new`` the outputs of every code cell of ``old`` with the same id and source.
+
+    Returns the indices of the code cells left to execute (changed or new: no outputs)."""
+    old_cells = {c.get("id"): c for c in old["cells"] if c["cell_type"] == "code"}
+    pending = []
+    for i, cell in enumerate(new["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        before = old_cells.get(cell["id"])
+        if before is not None and before["source"] == cell["source"] and before.get("execution_count") is not None:
+            cell["outputs"] = before.get("outputs", [])
+            cell["execution_count"] = before["execution_count"]
+        elif cell["source"].strip():
+            pending.append(i)
+    return pending
+
+
+def build(numbers: list[str] | None = None, verbose: bool = True, hint: bool = True) -> list[Path]:
+    """Write the notebooks whose source changed; keep the stored outputs of unchanged cells.
+
+    With ``verbose``, prints each notebook written and (with ``hint``) the cells left to execute."""
     written = []
     for src in sources(numbers):
         for lang in LANGS:
             nb = build_notebook(src, lang)
             path = src.notebook_path(lang)
+            pending = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and c["source"].strip()]
             if path.exists():
                 old = nbformat.read(path, as_version=4)
                 if same_sources(old, nb):
                     continue
+                pending = keep_outputs(nb, old)
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, path)
             written.append(path)
             if verbose:
-                print(f"built {path.relative_to(ROOT)}")
+                run = f"; code cells {pending} to execute: python tools/notebooks.py run {src.number}"
+                todo = run if pending and hint else ""
+                print(f"built {path.relative_to(ROOT)}{todo}")
     return written
+
+
+# ---------------------------------------------------------------------------------------
+# import: an edit made in JupyterLab to one built notebook, back into its source
+# ---------------------------------------------------------------------------------------
+
+
+class CannotImport(Exception):
+    """The edit cannot be mapped to the source; the message says what to do instead."""
+
+
+def code_skeleton(code: str) -> list[tuple[int, str]] | None:
+    """The code's tokens without comments and strings (the parts that may be translated), and
+    without shell and magic lines (``!pip``, ``%time``); None when the code does not tokenize."""
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.STRING}
+    skip |= {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END") if hasattr(tokenize, n)}
+    lines = [line for line in code.splitlines() if not line.lstrip().startswith(("!", "%"))]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return [(t.type, t.string) for t in tokens if t.type not in skip]
+
+
+def _prose_spans(code: str) -> list[tuple[int, int, bool]]:
+    """(start, end, is_comment) character spans of the comments and strings of ``code``."""
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    prose = {tokenize.COMMENT, tokenize.STRING} | {getattr(tokenize, n) for n in ("FSTRING_MIDDLE",)
+                                                   if hasattr(tokenize, n)}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    return [(starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1], t.type == tokenize.COMMENT)
+            for t in tokens if t.type in prose]
+
+
+def _slide_to_pair(old: str, at: int, text: str, spans, segments, in_prose) -> tuple[int, str]:
+    """An insertion can often sit at several places (" x" after "a" in "a b" is also "x " after
+    "a "); move it onto the edge of a «es|en» pair inside a comment or string when one of
+    those places is such an edge, so that the text goes into the pair."""
+    edges = {a for (a, b), seg in zip(spans, segments, strict=True) if not isinstance(seg, str)}
+    edges |= {b for (a, b), seg in zip(spans, segments, strict=True) if not isinstance(seg, str)}
+    places = [(at, text)]
+    p, t = at, text
+    while t and p < len(old) and old[p] == t[0]:
+        p, t = p + 1, t[1:] + old[p]
+        places.append((p, t))
+    p, t = at, text
+    while t and p > 0 and old[p - 1] == t[-1]:
+        p, t = p - 1, old[p - 1] + t[:-1]
+        places.append((p, t))
+    return next(((p, t) for p, t in places if p in edges and in_prose(p)), (at, text))
+
+
+def map_code_edit(raw: str, lang: str, edited: str, where: str) -> tuple[str, bool]:
+    """The source of a code cell (with «es|en») whose ``lang`` version reads ``edited``.
+
+    Edits of the shared code apply to both languages; an edit inside the ``lang`` side of a
+    «es|en» pair changes that side only (the second value returned is True then: the other
+    language still needs the translation). Raises CannotImport when an edit straddles a pair
+    and its surroundings, or leaves the two languages' code different outside comments and
+    strings."""
+    segments: list = []  # literal text (str) and pairs ({"es": ..., "en": ...}) alternate
+    pos = 0
+    for m in INLINE.finditer(raw):
+        segments += [raw[pos:m.start()], {"es": m.group(1), "en": m.group(2)}]
+        pos = m.end()
+    segments.append(raw[pos:])
+    text = lambda seg: seg if isinstance(seg, str) else seg[lang]  # noqa: E731
+    old = "".join(text(seg) for seg in segments)
+    if old != translate(raw, lang, where):
+        raise CannotImport(f"{where}: this cell is rewritten by the builder; edit it in the source")
+    spans, start = [], 0
+    for seg in segments:
+        spans.append((start, start + len(text(seg))))
+        start += len(text(seg))
+    prose = _prose_spans(old)
+    in_prose = lambda p: any(a < p < b or (comment and a < p == b) for a, b, comment in prose)  # noqa: E731
+    one_side = False
+    ops = difflib.SequenceMatcher(None, old, edited, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in reversed(ops):
+        if tag == "equal":
+            continue
+        new = edited[j1:j2]
+        if i1 < i2:
+            touched = [k for k, (a, b) in enumerate(spans) if a < i2 and b > i1]
+        else:
+            i1, new = _slide_to_pair(old, i1, new, spans, segments, in_prose)
+            i2 = i1
+            inside = [k for k, (a, b) in enumerate(spans) if a < i1 < b]
+            edges = [k for k, (a, b) in enumerate(spans) if a == i1 or b == i1]
+            pairs = [k for k in edges if not isinstance(segments[k], str)]
+            literal = [k for k in edges if isinstance(segments[k], str)]
+            touched = inside or (pairs[:1] if pairs and in_prose(i1) else literal[:1] or pairs[:1])
+        if not touched:
+            raise CannotImport(f"{where}: cannot place the edit {new!r}; make it in the source")
+        if len(touched) > 1:
+            whole = all(isinstance(segments[k], str) or (i1 <= spans[k][0] and spans[k][1] <= i2) for k in touched)
+            if new or not whole:
+                raise CannotImport(f"{where}: an edit changes a «es|en» text together with the code around it "
+                                   f"({old[i1:i2]!r} -> {new!r}); make it in the source")
+            for k in touched:  # a deletion that swallows whole pairs
+                a, b = spans[k]
+                if isinstance(segments[k], str):
+                    segments[k] = segments[k][: max(i1 - a, 0)] + segments[k][min(i2, b) - a:]
+                else:
+                    segments[k] = ""
+            continue
+        k = touched[0]
+        a = spans[k][0]
+        if isinstance(segments[k], str):
+            segments[k] = segments[k][: i1 - a] + new + segments[k][i2 - a:]
+        else:
+            segments[k][lang] = segments[k][lang][: i1 - a] + new + segments[k][lang][i2 - a:]
+            one_side = True
+    pieces = []
+    for seg in segments:
+        if isinstance(seg, str):
+            if "«" in seg or "»" in seg:
+                raise CannotImport(f"{where}: « and » mark «es|en» pairs; write new pairs in the source")
+            pieces.append(seg)
+        else:
+            if "|" in seg["es"] or any(c in seg[side] for side in LANGS for c in "«»"):
+                raise CannotImport(f"{where}: the edit puts | « or » inside a «es|en» pair; make it in the source")
+            pieces.append(f"«{seg['es']}|{seg['en']}»")
+    new_raw = "".join(pieces)
+    assert translate(new_raw, lang, where) == edited, "internal error: the mapped source does not rebuild the edit"
+    skeletons = [code_skeleton(translate(new_raw, side, where)) for side in LANGS]
+    if skeletons[0] != skeletons[1]:
+        raise CannotImport(f"{where}: after this edit the Spanish and English code would differ outside comments "
+                           "and strings; shared code is edited once, in the source")
+    return new_raw, one_side
+
+
+def _unembed(text: str, source_text: str, where: str) -> str:
+    """Markdown as JupyterLab stores it (``attachment:name``) back to the source's ``img/`` paths."""
+    paths = {Path(m.group(2)).name: m.group(2) for m in IMAGE.finditer(source_text)}
+
+    def back(m: re.Match) -> str:
+        name = m.group(2)
+        if name not in paths:
+            raise CannotImport(f"{where}: the image {name!r} is new; save it under img/es and img/en and write "
+                               "![alt](img/<lang>/<file>) in the source")
+        return f"![{m.group(1)}]({paths[name]})"
+
+    return re.sub(r"!\[([^\]]*)\]\(attachment:([^)\s]+)\)", back, text)
+
+
+def _blocks(path: Path) -> tuple[list[str], list[list[tuple[str, list[str]]]]]:
+    """The source file as (the lines up to the first cell, one list of blocks per cell), where a
+    block is (its marker line, the lines after it)."""
+    head: list[str] = []
+    blocks: list[tuple[str, list[str]]] = []
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        m = MARKER.match(line)
+        if m:
+            blocks.append((line, []))
+        elif blocks:
+            blocks[-1][1].append(line)
+        else:
+            head.append(line)
+    cells: list[list[tuple[str, list[str]]]] = []
+    for block in blocks:
+        kind = MARKER.match(block[0]).group(1)
+        if kind == "meta":
+            head += [block[0], *block[1]]
+        elif kind == "md en":
+            cells[-1].append(block)
+        else:
+            cells.append([block])
+    return head, cells
+
+
+def _with_body(lines: list[str], text: str, fenced: bool) -> list[str]:
+    """``lines`` of a block with its content replaced by ``text`` (blank lines and fences kept)."""
+    lead = next((i for i, l in enumerate(lines) if l != ""), len(lines))
+    end = next((i for i in range(len(lines), lead, -1) if lines[i - 1] != ""), lead)
+    inner = text.split("\n")
+    if fenced and lead < end and lines[lead].startswith("```"):
+        inner = [lines[lead], *inner, lines[end - 1]]
+    return lines[:lead] + inner + lines[end:]
+
+
+def import_notebook(path: Path) -> list[str]:
+    """Bring the edits made to one built notebook back into ``notebooks/source/NN_*.md``.
+
+    Maps changed, moved and deleted cells; refuses (CannotImport, with every reason at once)
+    what it cannot map: the generated title and setup cells, new cells (they exist in one
+    language only), edits that would make the two languages' code differ, new images.
+    Returns notes for the maintainer (for example, a text to translate into the other language)."""
+    path = path.resolve()
+    lang, number = path.parent.name, path.name[:2]
+    srcs = sources([number]) if lang in LANGS and number.isdigit() else []
+    if not srcs or srcs[0].notebook_path(lang).resolve() != path:
+        raise CannotImport(f"{path}: not a notebook built by this tool (notebooks/es|en/NN_<slug>.ipynb)")
+    src = srcs[0]
+    name = f"notebooks/source/{src.path.name}"
+    built = build_notebook(src, lang)
+    edited = nbformat.read(path, as_version=4)
+    prefix = f"{lang}-{number}-"
+    keys = [prefix + k for k in cell_keys(src)]
+    index = {k: i for i, k in enumerate(keys)}
+    generated = {c["id"]: c for c in built["cells"][:2]}
+    problems: list[str] = []
+    notes: list[str] = []
+    if not any(c.get("id") in index or c.get("id") in generated for c in edited["cells"]):
+        raise CannotImport(f"{path.name}: none of its cell ids is one the source builds; run "
+                           f"`python tools/notebooks.py build {number}` first, then make the edit again")
+    other = "en" if lang == "es" else "es"
+    twin = src.notebook_path(other)
+    if twin.exists() and not same_sources(nbformat.read(twin, as_version=4), build_notebook(src, other)):
+        problems.append(f"{twin.relative_to(ROOT)} is not what the source builds either (edited too, or not rebuilt): "
+                        "import one language at a time, onto a pair freshly built from the source")
+    for gid, cell in generated.items():
+        found = [n for n, c in enumerate(edited["cells"]) if c.get("id") == gid]
+        what = "title" if gid.endswith("title") else "setup"
+        if not found:
+            problems.append(f"the {what} cell was deleted; it is generated by tools/notebooks.py")
+        elif edited["cells"][found[0]]["source"] != cell["source"]:
+            problems.append(f"cell {found[0]} (the {what} cell) is generated: change "
+                            f"{'title_cell' if what == 'title' else 'SETUP_CODE'} in tools/notebooks.py instead")
+    order: list[int] = []
+    new_text: dict[int, dict[str, str] | str] = {}
+    for n, cell in enumerate(edited["cells"]):
+        cid = cell.get("id")
+        if cid in generated:
+            continue
+        where = f"{path.name}, cell {n}"
+        if cid not in index:
+            problems.append(f"{where} is new, in one language only: add it to {name} (a markdown cell in both "
+                            "languages; a code cell once, with «es|en» for its comments and strings)")
+            continue
+        i = index[cid]
+        kind, text = src.cells[i]
+        if cell["cell_type"] != kind:
+            problems.append(f"{where} changed from {kind} to {cell['cell_type']}; change it in {name}")
+            continue
+        order.append(i)
+        if cell["source"] == built["cells"][i + 2]["source"]:
+            continue
+        try:
+            if kind == "markdown":
+                new_text[i] = {**text, lang: _unembed(cell["source"], text[lang], where)}
+                other = "English" if lang == "es" else "Spanish"
+                notes.append(f"{where}: translate the edit into the {other} cell of {name} too")
+            else:
+                new_text[i], one_side = map_code_edit(src.raw[i], lang, cell["source"], where)
+                if one_side:
+                    notes.append(f"{where}: a «es|en» text changed in one language; translate it in {name}")
+        except CannotImport as e:
+            problems.append(str(e))
+    if len(order) != len(set(order)):
+        problems.append(f"{path.name}: a cell appears twice; copy cells in {name}, not in the notebook")
+    if problems:
+        raise CannotImport("cannot bring the edit back to the source:\n  " + "\n  ".join(problems))
+    deleted = [i for i in range(len(src.cells)) if i not in order]
+    notes += [f"cell {i + 2} of the pair was deleted in both languages" for i in deleted]
+    head, cells = _blocks(src.path)
+    out = list(head)
+    for i in order:
+        blocks = cells[i]
+        if i in new_text:
+            kind = src.cells[i][0]
+            if kind == "markdown":
+                blocks = [(marker, _with_body(lines, new_text[i][side], fenced=False))
+                          for (marker, lines), side in zip(blocks, LANGS, strict=True)]
+            else:
+                blocks = [(blocks[0][0], _with_body(blocks[0][1], new_text[i], fenced=True))]
+        for marker, lines in blocks:
+            out += [marker, *lines]
+    if order and out[-1] != "":
+        out.append("")
+    src.path.write_text("\n".join(out), encoding="utf-8")
+    parse_source(src.path)  # the result must parse
+    return notes
 
 
 def execute(path: Path, timeout: int = 900) -> float:
@@ -292,10 +622,25 @@ def render_readme(text: str, srcs: list[Source]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "run", "check", "readme"])
-    parser.add_argument("numbers", nargs="*", help="two-digit notebook numbers (default: all)")
+    parser.add_argument("command", choices=["build", "run", "check", "readme", "import"])
+    parser.add_argument("numbers", nargs="*", help="two-digit notebook numbers (default: all); for import, notebooks")
     parser.add_argument("--lang", choices=LANGS, help="only this language")
     args = parser.parse_args(argv)
+    if args.command == "import":
+        if not args.numbers:
+            parser.error("import needs the path of the notebook you edited")
+        for name in args.numbers:
+            try:
+                notes = import_notebook(Path(name))
+            except CannotImport as e:
+                print(e, file=sys.stderr)
+                return 1
+            number = Path(name).name[:2]
+            print(f"brought {name} back into notebooks/source/; then: python tools/notebooks.py run {number}")
+            for note in notes:
+                print(f"  note: {note}")
+            build([number])
+        return 0
     if args.command == "check":
         stale = []
         for src in sources(args.numbers):
@@ -312,7 +657,7 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     if args.command != "readme":
-        build(args.numbers)
+        build(args.numbers, hint=args.command == "build")
     if README.exists() and not args.numbers:
         text = README.read_text(encoding="utf-8")
         new = render_readme(text, sources())

@@ -37,13 +37,13 @@ Letters: B batch, S source length, T target length.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import torch
 from torch import Tensor
 
-from .attention import padding_mask
+from .attention import causal_mask, combine_masks, padding_mask
 from .i18n import check_lang
 
 __all__ = [
@@ -62,7 +62,6 @@ __all__ = [
     "batch_masks",
     "NumberTranslation",
     "ReverseDigits",
-    "digit_count",
 ]
 
 MAX_NUMBER = 1_000_000  # spell_number covers 0 ≤ n < MAX_NUMBER
@@ -170,11 +169,6 @@ def number_words(lang: str) -> list[str]:
     return list(words)
 
 
-def digit_count(n: int) -> int:
-    """Number of decimal digits of n ≥ 0 (0 has one)."""
-    return len(str(n))
-
-
 # ---------------------------------------------------------------------------------------
 # Vocabularies and batches
 # ---------------------------------------------------------------------------------------
@@ -237,7 +231,7 @@ class Vocab:
         return list(self.tokens)
 
     @classmethod
-    def from_list(cls, tokens: Sequence[str]) -> "Vocab":
+    def from_list(cls, tokens: Sequence[str]) -> Vocab:
         """Inverse of :meth:`to_list`."""
         if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
             raise ValueError(f"a vocabulary starts with {SPECIALS}, got {tuple(tokens[:4])}")
@@ -268,7 +262,7 @@ class Batch:
     tgt_in: Tensor
     tgt_out: Tensor
 
-    def to(self, device: torch.device | str | None) -> "Batch":
+    def to(self, device: torch.device | str | None) -> Batch:
         return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
 
     @property
@@ -296,9 +290,8 @@ def batch_masks(batch: Batch, pad_id: int = 0) -> tuple[Tensor, Tensor]:
     encoder's self-attention and by the decoder's cross-attention) and (B, 1, T, T)
     causal-and-padding mask of the decoder's self-attention.
     """
-    from .model import target_mask
-
-    return padding_mask(batch.src, pad_id), target_mask(batch.tgt_in, pad_id)
+    tgt = batch.tgt_in
+    return padding_mask(batch.src, pad_id), combine_masks(padding_mask(tgt, pad_id), causal_mask(tgt.size(1), device=tgt.device))
 
 
 # ---------------------------------------------------------------------------------------
@@ -398,10 +391,6 @@ class NumberTranslation:
     def source(self, numbers: Sequence[int]) -> Tensor:
         """Padded Spanish ids of ``numbers``. Shapes: -> (B, S)."""
         return pad_sequences([self.src_vocab.encode(spell_number(n, "es")) for n in numbers])
-
-    def reset_sampler(self) -> None:
-        """Restart the training sampler from its seed."""
-        self._train_rng = random.Random(f"train-{self.seed}")
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ Letters: B batch, K beam size, S source length, L output length, V target vocabu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 from torch import Tensor

@@ -16,8 +16,9 @@ Letters: B batch, T length, D d_model, H heads, Dh d_head.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn

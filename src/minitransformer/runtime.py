@@ -1,7 +1,7 @@
 """Reproducibility and device helpers shared by the notebooks and the training code.
 
 A notebook's setup cell calls :func:`setup`, which fixes the seed, the language of the
-package's messages and the figure style. Two environment variables let the runners that
+package's messages and the figure style (:data:`FIGURE_STYLE`). Two environment variables let the runners that
 compare outputs, and the tests that try the course under other numerics, change what the
 setup cell asks for without editing a notebook:
 
@@ -22,12 +22,26 @@ import torch
 
 from .i18n import set_language
 
-__all__ = ["SEED_ENV", "THREADS_ENV", "STORED_THREADS", "set_seed", "seed", "setup", "default_device"]
+__all__ = ["SEED_ENV", "THREADS_ENV", "STORED_THREADS", "FIGURE_STYLE", "set_seed", "seed", "setup", "default_device"]
 
 SEED_ENV = "MINITRANSFORMER_SEED"
 THREADS_ENV = "MINITRANSFORMER_THREADS"
 # The thread count of the runners that store and compare outputs (tools/notebooks.py, pytest).
 STORED_THREADS = 2
+
+# One look for every figure: large, legible on a projector (matplotlib rcParams).
+FIGURE_STYLE = {
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "figure.figsize": (7.0, 4.5),
+    "font.size": 12,
+    "axes.titlesize": 14,
+    "axes.labelsize": 12,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "image.cmap": "viridis",
+    "svg.hashsalt": "minitransformer",
+}
 
 _seed = 0
 
@@ -66,7 +80,7 @@ def setup(seed: int = 0, lang: str | None = None) -> torch.device:
         set_language(lang)
     torch.set_printoptions(precision=4, sci_mode=False)
     np.set_printoptions(precision=4, suppress=True)
-    from .viz import style
+    import matplotlib as mpl
 
-    style.apply()
+    mpl.rcParams.update(FIGURE_STYLE)
     return default_device()

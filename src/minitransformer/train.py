@@ -12,18 +12,18 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import runtime
 from .data import Batch, NumberTranslation, Vocab, spell_number
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
-from . import runtime
 from .runtime import default_device, set_seed
 
 __all__ = [
@@ -116,7 +116,7 @@ class History:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "History":
+    def from_dict(cls, d: dict) -> History:
         return cls(**d)
 
 
@@ -234,7 +234,7 @@ class TrainedModel:
     data: NumberTranslation | None = None  # the task, when it is the number translator
     snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict)  # step -> weights
 
-    def snapshot(self, step: int) -> "TrainedModel":
+    def snapshot(self, step: int) -> TrainedModel:
         """The same translator with the weights it had after ``step`` (see ``snapshots``)."""
         model = Transformer(self.model.config).to(next(self.model.parameters()).device)
         model.load_state_dict(self.snapshots[step])

@@ -9,13 +9,14 @@ a -1e9 fill, ...) to name the one that was made.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..attention import causal_mask, combine_masks, padding_mask, scaled_dot_product_attention
-from ._core import COMMON_HINTS, attempt, checker, correct, Feedback, not_yet
+from ._core import COMMON_HINTS, Feedback, attempt, checker, correct, not_yet
 
 __all__ = [
     "HINTS",

@@ -6,7 +6,7 @@ The right answers come from the package (:mod:`minitransformer.attention`, :mod:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

@@ -6,7 +6,7 @@ comparing the student's output with what each mistake would give.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

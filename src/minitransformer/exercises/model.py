@@ -7,7 +7,7 @@ parameter count) and from PyTorch; each typical mistake gets its own hint.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

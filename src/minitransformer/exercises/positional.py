@@ -9,13 +9,14 @@ inverse permutation, the rotation turned the wrong way, ...) to name the one tha
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..positional import sinusoidal_encoding
-from ._core import COMMON_HINTS, attempt, checker, correct, Feedback, not_yet, Unfinished
+from ._core import COMMON_HINTS, Feedback, Unfinished, attempt, checker, correct, not_yet
 
 __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", "check_shift_matrix_concat"]
 

@@ -7,7 +7,7 @@ purple, softmax in green.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
@@ -22,7 +22,6 @@ __all__ = [
     "draw_transformer",
     "draw_encoder_block",
     "draw_decoder_block",
-    "draw_multi_head_attention",
 ]
 
 # kind -> (fill, edge)
@@ -33,7 +32,6 @@ COLORS: dict[str, tuple[str, str]] = {
     "embedding": ("#F7CDD5", "#BF4561"),
     "linear": ("#DDD4F3", "#6A50B0"),
     "softmax": ("#CDEBC5", "#3C8C38"),
-    "concat": ("#E4E4E4", "#7A7A7A"),
     "frame": ("#F3F3F3", "#A0A0A0"),
 }
 LINE = "#333333"
@@ -78,16 +76,13 @@ def _text(ax: Axes, x: float, y: float, text: str, size: float = FONT, **kw) -> 
     ax.text(x, y, text, fontsize=size, family="DejaVu Sans", linespacing=1.15, **kw)
 
 
-def _box(ax: Axes, cx: float, cy: float, w: float, h: float, text: str, kind: str,
-         size: float = FONT, stack: int = 0) -> None:
-    """A rounded box centred at (cx, cy); ``stack`` > 0 draws copies behind it (heads)."""
+def _box(ax: Axes, cx: float, cy: float, w: float, h: float, text: str, kind: str, size: float = FONT) -> None:
+    """A rounded box centred at (cx, cy)."""
     fill, edge = COLORS[kind]
-    for i in range(stack, -1, -1):
-        d = 0.14 * i
-        ax.add_patch(FancyBboxPatch(
-            (cx - w / 2 + d, cy - h / 2 + d), w, h, boxstyle="round,pad=0,rounding_size=0.16",
-            facecolor=fill, edgecolor=edge, linewidth=1.6, zorder=3 - 0.01 * i,
-        ))
+    ax.add_patch(FancyBboxPatch(
+        (cx - w / 2, cy - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.16",
+        facecolor=fill, edgecolor=edge, linewidth=1.6, zorder=3,
+    ))
     _text(ax, cx, cy, text, size=size, zorder=5)
 
 
@@ -154,8 +149,6 @@ def _labels(lang: str) -> dict[str, str]:
         "encoder": "Codificador" if es else "Encoder",
         "decoder": "Decodificador" if es else "Decoder",
         "enc_out": "salida del\ncodificador" if es else "encoder\noutput",
-        "sdpa": "Atención de producto\nescalar escalado" if es else "Scaled Dot-Product\nAttention",
-        "concat": "Concatenar" if es else "Concat",
     }
 
 
@@ -332,34 +325,4 @@ def draw_decoder_block(lang: str = "es") -> Figure:
     _text(ax, cx + _BW / 2 + 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="left")
     _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])
     _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, T, d_model)", "output  (B, T, d_model)"), size=FONT)
-    return fig
-
-
-def draw_multi_head_attention(lang: str = "es") -> Figure:
-    """Multi-head attention: per-head linear projections of Q, K, V, attention ×h, concat, linear."""
-    L = _labels(lang)
-    W, H = 11.4, 10.2
-    fig, ax = _canvas(W, H, scale=0.7)
-    cx = 4.7
-    xs = {"V": cx - 2.6, "K": cx, "Q": cx + 2.6}
-    y_in, y_lin, y_att, y_cat, y_out = 0.55, 2.2, 4.9, 7.0, 8.4
-    h_stack = 3
-    for name, x in xs.items():
-        _text(ax, x, y_in, name, size=FONT + 3, style="italic")
-        _line(ax, [(x, y_in + 0.35), (x, y_lin - 0.35)])
-        _box(ax, x, y_lin, 2.0, 0.7, f"{L['linear']}  $W_{name.lower()}$", "linear", stack=h_stack - 1)
-        _line(ax, [(x, y_lin + 0.35 + 0.28), (x, y_att - 0.65)])
-    # the attention box spans the three inputs
-    att_w = 5.0
-    _box(ax, cx, y_att, att_w, 1.3, L["sdpa"], "attention", stack=h_stack - 1)
-    _text(ax, cx + att_w / 2 + 0.6, y_att + 0.2, "×h", size=FONT + 4, ha="left", weight="bold")
-    _text(ax, xs["Q"] + 1.45, y_lin + 0.2, "×h", size=FONT + 4, ha="left", weight="bold")
-    _line(ax, [(cx, y_att + 0.65 + 0.28), (cx, y_cat - 0.33)])
-    _box(ax, cx, y_cat, 2.4, 0.66, L["concat"], "concat")
-    _line(ax, [(cx, y_cat + 0.33), (cx, y_out - 0.33)])
-    _box(ax, cx, y_out, 2.4, 0.66, f"{L['linear']}  $W_o$", "linear")
-    _line(ax, [(cx, y_out + 0.33), (cx, y_out + 1.05)])
-    _text(ax, cx, y_out + 1.4, tr(lang, "salida  (B, T, d_model)", "output  (B, T, d_model)"), size=FONT)
-    _text(ax, xs["Q"] + 1.45, y_lin - 0.55, tr(lang, "una por cabeza:\nd_model → d_head", "one per head:\nd_model → d_head"),
-          size=FONT - 2, color=MUTED, ha="left", va="top")
     return fig

@@ -1,0 +1,73 @@
+"""Measurements on what a trained model outputs: the mistakes a translator makes, and its
+accuracy by the length of the number. Plain Python, no figures (``viz`` draws them)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from .i18n import tr
+
+__all__ = ["accuracy_by_digits", "classify_mistake", "mistake_kind", "mistakes_table"]
+
+
+def accuracy_by_digits(numbers: Sequence[int], correct: Sequence[bool]) -> dict[int, tuple[int, int]]:
+    """Number of digits -> (right, total)."""
+    right: Counter[int] = Counter()
+    total: Counter[int] = Counter()
+    for n, ok in zip(numbers, correct):
+        d = len(str(n))
+        total[d] += 1
+        right[d] += bool(ok)
+    return {d: (right[d], total[d]) for d in sorted(total)}
+
+
+def _diff(predicted: str, expected: str) -> tuple[list[str], list[str]]:
+    """The words that differ, after removing the common beginning and end."""
+    p, e = predicted.split(), expected.split()
+    start = 0
+    while start < min(len(p), len(e)) and p[start] == e[start]:
+        start += 1
+    end = 0
+    while end < min(len(p), len(e)) - start and p[-1 - end] == e[-1 - end]:
+        end += 1
+    return p[start : len(p) - end], e[start : len(e) - end]
+
+
+def mistake_kind(predicted: str, expected: str) -> str:
+    """``"missing"`` (words left out), ``"extra"`` (words added) or ``"changed"``."""
+    wrong, right = _diff(predicted, expected)
+    return "missing" if not wrong else "extra" if not right else "changed"
+
+
+def classify_mistake(predicted: str, expected: str, lang: str = "es") -> str:
+    """A short description of how ``predicted`` differs from ``expected`` (word by word)."""
+    wrong, right = _diff(predicted, expected)
+    kind = mistake_kind(predicted, expected)
+    if kind == "missing":
+        return tr(lang, f"falta «{' '.join(right)}»", f"missing “{' '.join(right)}”")
+    if kind == "extra":
+        return tr(lang, f"sobra «{' '.join(wrong)}»", f"extra “{' '.join(wrong)}”")
+    return tr(
+        lang,
+        f"«{' '.join(wrong)}» en vez de «{' '.join(right)}»",
+        f"“{' '.join(wrong)}” instead of “{' '.join(right)}”",
+    )
+
+
+def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "es", limit: int = 20) -> str:
+    """A plain-text table of (number, Spanish, predicted, expected) rows, with the kind of
+    each mistake; at most ``limit`` rows."""
+    head = tr(lang, ("número", "español", "predicción", "error"), ("number", "Spanish", "predicted", "mistake"))
+    if not mistakes:
+        return tr(lang, "(ningún error)", "(no mistakes)")
+    rows = [
+        (f"{n:,}".replace(",", " "), es, pred, classify_mistake(pred, exp, lang))
+        for n, es, pred, exp in mistakes[:limit]
+    ]
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    if len(mistakes) > limit:
+        out.append(tr(lang, f"… y {len(mistakes) - limit} más", f"… and {len(mistakes) - limit} more"))
+    return "\n".join(out)
