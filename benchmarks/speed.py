@@ -31,7 +31,7 @@ from torch import Tensor, nn  # noqa: E402
 from minitransformer.data import NumberTranslation  # noqa: E402
 from minitransformer.model import Transformer, TransformerConfig  # noqa: E402
 from minitransformer.reference import to_torch_transformer  # noqa: E402
-from minitransformer.train import NUMBER_RECIPE  # noqa: E402
+from minitransformer.translator import NUMBER_RECIPE  # noqa: E402
 
 
 class TorchSeq2Seq(nn.Module):

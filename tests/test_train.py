@@ -11,19 +11,22 @@ import torch
 import torch.nn.functional as F
 
 import minitransformer.train as train_mod
+import minitransformer.translator as translator_mod
 from minitransformer.data import NumberTranslation, ReverseDigits
 from minitransformer.model import Transformer, TransformerConfig
 from minitransformer.train import (
-    NUMBER_RECIPE,
     NoamSchedule,
-    default_checkpoint_path,
     label_smoothed_cross_entropy,
     load_checkpoint,
-    load_or_train_number_translator,
     noam_lr,
-    random_target_batches,
     save_checkpoint,
     train,
+)
+from minitransformer.translator import (
+    NUMBER_RECIPE,
+    default_checkpoint_path,
+    load_or_train_number_translator,
+    random_target_batches,
     train_number_translator,
 )
 
@@ -185,8 +188,8 @@ def test_load_or_train(tmp_path, monkeypatch):
     first = load_or_train_number_translator(path, device="cpu", progress=False, recipe=TINY)
     assert path.exists()
     calls = []
-    real = train_mod.train_number_translator
-    monkeypatch.setattr(train_mod, "train_number_translator", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = translator_mod.train_number_translator
+    monkeypatch.setattr(translator_mod, "train_number_translator", lambda *a, **k: calls.append(1) or real(*a, **k))
     again = load_or_train_number_translator(path, device="cpu", progress=False, recipe=TINY)
     assert calls == []  # loaded, not trained
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), again.model.state_dict().values()))
@@ -287,7 +290,7 @@ def test_training_uses_the_seed_in_force():
 def test_reference_run_ships_in_the_package_and_matches_the_recipe():
     from importlib.resources import files
 
-    from minitransformer.train import REFERENCE_FILE, REFERENCE_SNAPSHOTS, evaluate_numbers, reference_translator
+    from minitransformer.translator import REFERENCE_FILE, REFERENCE_SNAPSHOTS, evaluate_numbers, reference_translator
 
     assert (files("minitransformer") / "reference" / REFERENCE_FILE).is_file()
     assert "reference/*.pt" in (ROOT / "pyproject.toml").read_text()  # package data: it goes in the wheel

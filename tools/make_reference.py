@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from minitransformer.runtime import STORED_THREADS
-from minitransformer.train import REFERENCE_FILE, REFERENCE_SNAPSHOTS, save_checkpoint, train_number_translator
+from minitransformer.translator import REFERENCE_FILE, REFERENCE_SNAPSHOTS, save_checkpoint, train_number_translator
 
 ROOT = Path(__file__).resolve().parents[1]
 
