@@ -292,8 +292,8 @@ def test_reference_run_ships_in_the_package_and_matches_the_recipe():
 
     from minitransformer.translator import REFERENCE_FILE, REFERENCE_SNAPSHOTS, evaluate_numbers, reference_translator
 
-    assert (files("minitransformer") / "reference" / REFERENCE_FILE).is_file()
-    assert "reference/*.pt" in (ROOT / "pyproject.toml").read_text()  # package data: it goes in the wheel
+    assert (files("minitransformer") / "reference_runs" / REFERENCE_FILE).is_file()
+    assert "reference_runs/*.pt" in (ROOT / "pyproject.toml").read_text()  # package data: it goes in the wheel
     ref = reference_translator("cpu")
     # A change to the recipe (or the task) must come with a new reference: tools/make_reference.py.
     assert ref.meta["seed"] == 0 and ref.meta["recipe"] == dataclasses.asdict(NUMBER_RECIPE)

@@ -20,5 +20,5 @@ ROOT = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":
     torch.set_num_threads(STORED_THREADS)
     trained = train_number_translator(seed=0, device="cpu", snapshot_steps=REFERENCE_SNAPSHOTS)
-    path = save_checkpoint(ROOT / "src" / "minitransformer" / "reference" / REFERENCE_FILE, trained)
+    path = save_checkpoint(ROOT / "src" / "minitransformer" / "reference_runs" / REFERENCE_FILE, trained)
     print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -159,7 +159,7 @@ def reference_translator(device: torch.device | str | None = None) -> TrainedMod
     """The course's reference number translator (see ``REFERENCE_FILE``), with its snapshots."""
     from importlib.resources import as_file, files
 
-    with as_file(files("minitransformer") / "reference" / REFERENCE_FILE) as path:
+    with as_file(files("minitransformer") / "reference_runs" / REFERENCE_FILE) as path:
         return load_checkpoint(path, device)
 
 
