@@ -49,7 +49,7 @@ EMBED_MISTAKES = {
                       {"es": "no la codificación posicional", "en": "not the positional encoding"}),
     "PE indexed by token": (lambda t, w, pe: w[t] * _sqrt_d(w) + pe[t], {"es": "posición", "en": "position"}),
     "no PE": (lambda t, w, pe: w[t] * _sqrt_d(w), {"es": "pe[:T]", "en": "pe[:T]"}),
-    "whole PE table": (lambda t, w, pe: (w[t] * _sqrt_d(w))[:, :1] + pe, {"es": "pe[:T]", "en": "pe[:T]"}),
+    "whole PE table": (lambda t, w, pe: (w[t] * _sqrt_d(w))[:, :1] + pe, {"es": "T primeras posiciones", "en": "first T positions"}),
     "modifies the table": (embed_in_place, {"es": "modifica", "en": "modifies"}),
     "numpy array": (lambda t, w, pe: embed_right(t, w, pe).numpy(), {"es": "tensor", "en": "tensor"}),
 }

@@ -29,7 +29,7 @@ from ..i18n import tr
 
 __all__ = [
     "COMMON_HINTS", "Feedback", "Hints", "Unfinished", "attempt", "checker", "close", "correct", "first_match",
-    "forbid", "loops_in", "sentence", "not_a_tensor", "not_yet", "num", "stop", "tensor",
+    "forbid", "loops_in", "name_mistake", "sentence", "wrong_shape", "not_a_tensor", "not_yet", "num", "stop", "tensor",
 ]
 
 
@@ -145,6 +145,24 @@ def first_match(got: Any, candidates: dict[str, Tensor], **tol: float) -> str | 
         if close(got, value, **tol):
             return key
     return None
+
+
+def name_mistake(lang: str, got: Any, mistakes: Iterable[tuple[Tensor, str, str]], **tol: float) -> None:
+    """Stop the check with the hint of the first mistake ``(what it computes, Spanish, English)``
+    that ``got`` is close to; return if none is."""
+    for wrong, es, en in mistakes:
+        if close(got, wrong, **tol):
+            raise stop(not_yet(lang, es, en))
+
+
+def wrong_shape(lang: str, got: Tensor, want: tuple[int, ...], es: str = "", en: str = "") -> Feedback:
+    """The one "wrong shape" reply, with an optional reason."""
+    end = "" if es.endswith("?") else "."
+    return not_yet(
+        lang,
+        f"la salida tiene forma {tuple(got.shape)} y debería tener {tuple(want)}{es}{end}",
+        f"the output has shape {tuple(got.shape)} and should have {tuple(want)}{en}{end}",
+    )
 
 
 # --------------------------------------------------------------------------- running the student's code

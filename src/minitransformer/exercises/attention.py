@@ -18,7 +18,7 @@ from ..attention import causal_mask, combine_masks, padding_mask, scaled_dot_pro
 from ..i18n import tr
 from ._core import (
     COMMON_HINTS, Feedback, Hints, Unfinished, attempt, checker, close, correct, first_match, forbid, sentence, stop,
-    tensor,
+    tensor, wrong_shape,
 )
 from .registry import explain
 
@@ -35,10 +35,6 @@ __all__ = [
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
 HINTS = Hints({
     **COMMON_HINTS,
-    "wrong_shape": (
-        "la forma del resultado es {got}, se esperaba {want}.",
-        "the result has shape {got}, expected {want}.",
-    ),
     "wrong_values": (
         "los números no coinciden con softmax(QKᵀ/√d_k)V; revisa cada paso con el ejemplo del cuaderno.",
         "the numbers do not match softmax(QKᵀ/√d_k)V; check each step against the notebook's example.",
@@ -289,7 +285,7 @@ def _answer(lang: str, fn: Callable[..., Any], *args: Any, want: Tensor, float_a
     """The student's answer as a tensor of ``want``'s shape, or the check stops with a hint."""
     got = tensor(lang, attempt(lang, fn, *args))
     if got.shape != want.shape:
-        raise stop(HINTS(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape)))
+        raise stop(wrong_shape(lang, got, tuple(want.shape)))
     if float_answer and not got.is_floating_point():
         raise stop(HINTS(lang, "softmax_not_float", dtype=str(got.dtype).removeprefix("torch.")))
     return got
@@ -369,7 +365,7 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     if got.shape == (5, 3):
         return HINTS(lang, "weights_transposed")
     if got.shape != want.shape:
-        return HINTS(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
+        return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
         key = first_match(got, {
             "no_scale": torch.softmax(raw, dim=-1),
@@ -427,7 +423,7 @@ def check_self_attention(
     if close(got, attn(raw / math.sqrt(3), x)):
         return HINTS(lang, "values_are_x")
     if got.shape != want.shape:
-        return HINTS(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
+        return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
         key = first_match(got, {
             "scale_d_model": attn(raw / math.sqrt(7)),
@@ -478,7 +474,7 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str = 
         if got.shape == (B, T, H, Dh):
             return HINTS(lang, "heads_no_transpose")
         if got.shape != want.shape:
-            return HINTS(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
+            return wrong_shape(lang, got, tuple(want.shape))
         if not close(got, want, atol=0.0, rtol=0.0):
             key = first_match(got, {
                 "heads_direct_view": x.reshape(B, H, T, Dh),
@@ -522,7 +518,7 @@ def _pair(lang: str, result: Any, want_out: Tensor, want_w: Tensor) -> tuple[Ten
         raise stop(HINTS(lang, "swapped_outputs"))
     for got, want in ((w, want_w), (out, want_out)):
         if got.shape != want.shape:
-            raise stop(HINTS(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape)))
+            raise stop(wrong_shape(lang, got, tuple(want.shape)))
     return out, w
 
 

@@ -14,7 +14,7 @@ from torch import Tensor
 from ..attention import padding_mask, scaled_dot_product_attention
 from ..layers import DecoderLayer
 from ..model import target_mask
-from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet
+from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, wrong_shape
 from .registry import explain
 
 __all__ = ["check_shift_right", "check_cross_attention", "check_decoder_layer"]
@@ -121,20 +121,14 @@ def check_decoder_layer(
     if not isinstance(got, Tensor):
         return not_a_tensor(lang, got)
     if got.shape != expected.shape:
-        return not_yet(
-            lang,
-            f"la salida debe tener la forma de `x`, {tuple(x.shape)}, y tiene {tuple(got.shape)}.",
-            f"the output must have the shape of `x`, {tuple(x.shape)}, it has {tuple(got.shape)}.",
-        )
+        return wrong_shape(lang, got, x.shape, ", la de `x`", ", that of `x`")
     if _close(got, expected):
         return correct(
             lang,
             "Autoatención enmascarada, atención cruzada y red prealimentada, cada una con residuo y LayerNorm.",
             "Masked self-attention, cross-attention and feed-forward, each with residual and LayerNorm.",
         )
-    for wrong, es, en in variants:
-        if _close(got, wrong):
-            return not_yet(lang, es, en)
+    name_mistake(lang, got, variants, **_TOL)
     return not_yet(
         lang,
         "la salida no coincide con la capa del artículo. Repasa las tres subcapas en orden (autoatención "
@@ -253,8 +247,11 @@ def _softmax_keys(scores: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=dim)
 
 
+_TOL = {"atol": 1e-5, "rtol": 1e-4}
+
+
 def _close(a: Tensor, b: Tensor) -> bool:
-    return close(a, b, atol=1e-5, rtol=1e-4)
+    return close(a, b, **_TOL)
 
 
 @checker
@@ -323,9 +320,7 @@ def check_cross_attention(
                  f"usa el argumento `pad_id` en lugar de un 0 fijo: aquí el relleno es el id {pad_id}.",
                  f"use the `pad_id` argument instead of a fixed 0: here padding is id {pad_id}."),
             ]
-            for wrong, es, en in hints:
-                if _close(weights, wrong):
-                    return not_yet(lang, es, en)
+            name_mistake(lang, weights, hints, **_TOL)
             return not_yet(
                 lang,
                 "los pesos deben ser softmax(x · memoryᵀ / √D) sobre las claves, con -inf en las claves de relleno.",

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..layers import FeedForward
-from ._core import Feedback, attempt, checker, close, correct, forbid, not_a_tensor, not_yet
+from ._core import Feedback, attempt, checker, close, correct, forbid, name_mistake, not_a_tensor, not_yet, wrong_shape
 from .registry import explain
 
 __all__ = ["check_layer_norm", "check_post_ln_sublayer", "check_rms_norm"]
@@ -24,19 +24,18 @@ def _randn(*shape: int, seed: int) -> Tensor:
     return torch.randn(*shape, generator=g)
 
 
+_TOL = {"atol": 1e-4, "rtol": 1e-4}
+
+
 def _close(a, b: Tensor) -> bool:
-    return close(a, b, atol=1e-4, rtol=1e-4)
+    return close(a, b, **_TOL)
 
 
 def _shape_problem(lang: str, got, expected: Tensor) -> Feedback | None:
     if not isinstance(got, Tensor):
         return not_a_tensor(lang, got)
     if got.shape != expected.shape:
-        return not_yet(
-            lang,
-            f"la salida tiene forma {tuple(got.shape)} y debería tener {tuple(expected.shape)}, la misma que la entrada.",
-            f"the output has shape {tuple(got.shape)} and should have {tuple(expected.shape)}, the same as the input.",
-        )
+        return wrong_shape(lang, got, expected.shape, ", la misma que la entrada", ", the same as the input")
     return None
 
 
@@ -104,9 +103,7 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
             return problem
         if _close(got, expected):
             continue
-        for wrong, es, en in _layer_norm_variants(x, gamma, beta, eps):
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, _layer_norm_variants(x, gamma, beta, eps), **_TOL)
         mean_first = x.mean(dim=0, keepdim=True)
         std_first = x.var(dim=0, keepdim=True, unbiased=False).add(eps).sqrt()
         if _close(got, (x - mean_first) / std_first * gamma + beta):
@@ -166,9 +163,7 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
              "in post-LN the sublayer takes `x` directly: do not normalise before the sublayer, only after the "
              "sum."),
         ]
-    for wrong, es, en in variants:
-        if _close(got, wrong):
-            return not_yet(lang, es, en)
+    name_mistake(lang, got, variants, **_TOL)
     return not_yet(lang, "el resultado no coincide con LayerNorm(x + Subcapa(x)).",
                    "the result does not match LayerNorm(x + Sublayer(x)).")
 
@@ -221,9 +216,7 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedbac
             return problem
         if _close(got, expected):
             continue
-        for wrong, es, en in _rms_norm_variants(x, gamma, eps):
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, _rms_norm_variants(x, gamma, eps), **_TOL)
         return not_yet(lang,
                        "el resultado no coincide con `F.rms_norm`: x / √(media(x²) + ε) · γ, con la media sobre la "
                        "última dimensión.",

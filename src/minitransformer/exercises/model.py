@@ -14,14 +14,17 @@ from torch import Tensor
 
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
-from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, type_name
+from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, type_name, wrong_shape
 from .registry import explain
 
 __all__ = ["check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
 
 
+_TOL = {"atol": 1e-5, "rtol": 1e-4}
+
+
 def _close(a: Tensor, b: Tensor) -> bool:
-    return close(a, b, atol=1e-5, rtol=1e-4)
+    return close(a, b, **_TOL)
 
 
 # ---- exercise 1: embeddings × √d_model + positional encoding --------------------------------------
@@ -55,13 +58,9 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
         positions = pe[:T]  # (T, D)
         expected = emb * math.sqrt(D) + positions  # (B, T, D)
         if got.shape != (B, T, D):
-            return not_yet(
-                lang,
-                f"la salida debe tener forma (B, T, D) = {(B, T, D)} y tiene {tuple(got.shape)}; la codificación "
-                f"posicional se recorta a las T primeras posiciones: `pe[:T]`.",
-                f"the output must have shape (B, T, D) = {(B, T, D)}, it has {tuple(got.shape)}; the positional "
-                f"encoding is cut to the first T positions: `pe[:T]`.",
-            )
+            return wrong_shape(lang, got, (B, T, D), " = (B, T, D); la codificación posicional se recorta a las "
+                               "T primeras posiciones", " = (B, T, D); the positional encoding is cut to the first T "
+                               "positions")
         if _close(got, expected):
             continue
         hints = [
@@ -87,9 +86,7 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
              "falta sumar la codificación posicional `pe[:T]`.",
              "the positional encoding `pe[:T]` is not added."),
         ]
-        for wrong, es, en in hints:
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, hints, **_TOL)
         return not_yet(
             lang,
             "la salida no coincide: cada token toma su fila de `table`, escalada como en el artículo, y suma la "
@@ -242,13 +239,9 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
         logits = h @ weight.T + bias  # (B, T, V)
         expected = torch.softmax(logits, dim=-1)
         if got.shape != (B, T, V):
-            return not_yet(
-                lang,
-                f"la salida debe tener forma (B, T, V) = {(B, T, V)} y tiene {tuple(got.shape)}; `weight` es "
-                f"(V, D): ¿cuál de sus ejes se multiplica con el último de `h`?",
-                f"the output must have shape (B, T, V) = {(B, T, V)}, it has {tuple(got.shape)}; `weight` is "
-                f"(V, D): which of its axes multiplies the last axis of `h`?",
-            )
+            return wrong_shape(lang, got, (B, T, V), " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes se "
+                               "multiplica con el último de `h`?", " = (B, T, V); `weight` is (V, D): which of its axes "
+                               "multiplies the last axis of `h`?")
         if _close(got, expected):
             continue
         hints = [
@@ -272,9 +265,7 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
              "la sigmoide no da una distribución: usa el softmax, que hace que cada fila sume 1.",
              "the sigmoid does not give a distribution: use the softmax, which makes each row add up to 1."),
         ]
-        for wrong, es, en in hints:
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, hints, **_TOL)
         return not_yet(
             lang,
             "la salida no coincide: en cada posición, los logits (proyección con `weight` y `bias`) se convierten "

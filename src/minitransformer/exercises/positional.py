@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ..positional import sinusoidal_encoding
-from ._core import COMMON_HINTS, Feedback, Hints, attempt, checker, close, correct, loops_in, stop, tensor
+from ._core import COMMON_HINTS, Feedback, Hints, attempt, checker, close, correct, loops_in, stop, tensor, wrong_shape
 from .registry import explain
 
 __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", "check_shift_matrix_concat"]
@@ -23,10 +23,6 @@ __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", 
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
 HINTS = Hints({
     **COMMON_HINTS,
-    "wrong_shape": (
-        "la forma es {got}, pero debería ser {want}.",
-        "the shape is {got}, but it should be {want}.",
-    ),
     # the table
     "transposed": (
         "la tabla está traspuesta: una fila por posición, una columna por dimensión, "
@@ -189,7 +185,7 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
         if got.shape == (d_model, max_len) and max_len != d_model:
             return hint(lang, "transposed")
         if got.shape != want.shape:
-            return hint(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
+            return wrong_shape(lang, got, tuple(want.shape))
         if _close(got, want):
             continue
         for key, value in _table_mistakes(max_len, d_model).items():
@@ -214,7 +210,7 @@ def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str 
     for d_model in (4, 8, 64):
         got = _tensor(lang, attempt(lang, permutation, d_model))
         if got.shape != (d_model,):
-            return hint(lang, "wrong_shape", got=tuple(got.shape), want=(d_model,))
+            return wrong_shape(lang, got, (d_model,))
         if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
             return hint(lang, "perm_not_integer", dtype=str(got.dtype).removeprefix("torch."))
         got = got.long()
@@ -256,7 +252,7 @@ def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: 
     for k, d_model in ((1, 8), (7, 16), (3, 64)):
         got = _tensor(lang, attempt(lang, shift_matrix, k, d_model))
         if got.shape != (d_model, d_model):
-            return hint(lang, "wrong_shape", got=tuple(got.shape), want=(d_model, d_model))
+            return wrong_shape(lang, got, (d_model, d_model))
         ref = _reference(60, d_model)  # (T, D), double precision, interleaved
         pe = torch.cat([ref[:, 0::2], ref[:, 1::2]], dim=1)  # (T, D), concatenated
         got = got.double()
