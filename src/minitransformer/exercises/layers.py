@@ -164,8 +164,10 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
              "sum."),
         ]
     name_mistake(lang, got, variants, **_TOL)
-    return not_yet(lang, "el resultado no coincide con LayerNorm(x + Subcapa(x)).",
-                   "the result does not match LayerNorm(x + Sublayer(x)).")
+    return not_yet(lang, "el resultado no coincide con la conexión post-LN del artículo: revisa qué recibe la "
+                   "subcapa, qué se suma en la conexión residual y qué se normaliza.",
+                   "the result does not match the paper's post-LN connection: check what the sublayer takes, what "
+                   "the residual connection adds and what is normalised.")
 
 
 def _rms_norm_variants(x: Tensor, gamma: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:

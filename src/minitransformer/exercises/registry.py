@@ -7,7 +7,8 @@ its checker, where ``<stub>`` is the name of the function the student writes in 
 shown). Nothing is imported until a solution is asked for.
 
 In a notebook: ``show_solution("01.softmax")`` shows the code and the explanation in the
-notebook's language; the checkers' "not yet" answers say so.
+notebook's language (the checkers' "not yet" answers say so); ``show_solution("01")`` shows all
+of notebook 01's, for a teacher.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Callable
 from ..i18n import error, language, tr
 from ._core import Feedback
 
-__all__ = ["EXERCISES", "Solution", "check_solution", "exercise_of", "explain", "register", "show_solution",
+__all__ = ["EXERCISES", "Solution", "Solutions", "check_solution", "exercise_of", "explain", "register", "show_solution",
            "solution_function"]
 
 # name -> (module of minitransformer.exercises, checker, solution)
@@ -132,10 +133,25 @@ def _source(fn: Callable[..., Any]) -> str:
     return "\n".join(lines).rstrip()
 
 
-def show_solution(name: str, lang: str | None = None) -> Solution:
+class Solutions(tuple):
+    """Every worked solution of one notebook, shown one after the other (for teachers)."""
+
+    def _repr_markdown_(self) -> str:
+        return "\n".join(s._repr_markdown_() for s in self)
+
+    def __repr__(self) -> str:
+        return "\n".join(repr(s) for s in self)
+
+    __str__ = __repr__
+
+
+def show_solution(name: str, lang: str | None = None) -> Solution | Solutions:
     """The worked solution of exercise ``name`` (e.g. ``"01.softmax"``), in ``lang``
-    (by default the notebook's language, set by its setup cell)."""
+    (by default the notebook's language, set by its setup cell). ``name`` = ``"01"``: all of
+    notebook 01's."""
     lang = lang or language()
+    if name not in EXERCISES and any(n.startswith(f"{name}.") for n in EXERCISES):
+        return Solutions(show_solution(n, lang) for n in EXERCISES if n.startswith(f"{name}."))
     fn = solution_function(name)
     es, en = getattr(fn, "__explanation__", None) or ((inspect.getdoc(fn) or "",) * 2)
     return Solution(name, lang, tr(lang, es, en), _source(fn))
