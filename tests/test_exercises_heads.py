@@ -61,9 +61,11 @@ ROW_MISTAKES = {
     "no scale": (lambda q, k: torch.softmax(k @ q, -1), {"es": "√d_head", "en": "√d_head"}),
     "scale by S": (lambda q, k: torch.softmax(k @ q / math.sqrt(k.size(0)), -1),
                    {"es": "suman 1 pero no coinciden", "en": "add up to 1 but do not match"}),
-    "scores": (lambda q, k: k @ q / math.sqrt(q.size(0)), {"es": "esas son las puntuaciones", "en": "those are the scores"}),
+    "scores": (lambda q, k: k @ q / math.sqrt(q.size(0)),
+               {"es": "esas son las puntuaciones", "en": "those are the scores"}),
     "list": (lambda q, k: row_right(q, k).tolist(), {"es": "no list", "en": "not list"}),
-    "q @ k": (lambda q, k: torch.softmax(q @ k / math.sqrt(q.size(0)), -1), {"es": "RuntimeError", "en": "RuntimeError"}),
+    "q @ k": (lambda q, k: torch.softmax(q @ k / math.sqrt(q.size(0)), -1),
+              {"es": "RuntimeError", "en": "RuntimeError"}),
     "integers": (lambda q, k: (k @ q).argmax().expand(k.size(0)),
                  {"es": "deben sumar 1", "en": "must add up to 1"}),
 }

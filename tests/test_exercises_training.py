@@ -103,8 +103,9 @@ NOAM_MISTAKES = {
                                                                   "en": "you do not use the `d_model` argument"}),
     "hard-coded warmup": (lambda s, d, w: noam_right(s, d, 4000), {"es": "no usas el argumento `warmup`",
                                                                   "en": "you do not use the `warmup` argument"}),
-    "something else": (lambda s, d, w: 2 * noam_right(s, d, w), {"es": "se esperaba 1,74693e-07 y devuelves 3,49386e-07",
-                                                                "en": "the expected value is 1.74693e-07, you return 3.49386e-07"}),
+    "something else": (lambda s, d, w: 2 * noam_right(s, d, w),
+                       {"es": "se esperaba 1,74693e-07 y devuelves 3,49386e-07",
+                        "en": "the expected value is 1.74693e-07, you return 3.49386e-07"}),
     "a string": (lambda s, d, w: "0.001", {"es": "debe devolver un número", "en": "it must return a number"}),
     "a nan": (lambda s, d, w: float("nan"), {"es": "devuelves nan", "en": "you return nan"}),
 }
@@ -143,8 +144,8 @@ SHIFT_MISTAKES = {
     "hard-coded bos and eos": (lambda ids, b, e: ([1] + ids, ids + [2]),
                                {"es": "usa los argumentos `bos_id` y `eos_id`", "en": "use the arguments `bos_id`"}),
     "swapped": (lambda ids, b, e: (ids + [e], [b] + ids), {"es": "están al revés", "en": "they are swapped"}),
-    "floats": (lambda ids, b, e: ([float(b)] + ids, ids + [e]), {"es": "lista de ids enteros",
-                                                                "en": "list of integer ids"}),
+    "floats": (lambda ids, b, e: ([float(b)] + ids, ids + [e]), {"es": "lista de ids enteros, pero contiene 1.0",
+                                                                "en": "list of integer ids, but it holds 1.0"}),
     "eos on both": (lambda ids, b, e: ([b] + ids + [e], ids + [e]), {"es": "un solo token especial",
                                                                       "en": "one special token"}),
 }
@@ -156,6 +157,12 @@ def test_shift_targets_names_the_mistake_in_both_languages(mistake, lang):
     fn, hint = SHIFT_MISTAKES[mistake]
     fb = check_shift_targets(fn, lang=lang)
     assert not fb and hint[lang] in str(fb), str(fb)
+
+
+def test_shift_targets_accepts_numpy_integers():
+    import numpy as np
+
+    assert check_shift_targets(lambda ids, b, e: (list(np.array([b] + ids)), list(np.array(ids + [e]))), lang="en")
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -175,7 +182,8 @@ SMOOTH_MISTAKES = {
     "V hard-coded 5 in the share": (lambda t, V, e: (1 - e) * F.one_hot(t, V).float() + e / 5,
                                     {"es": "usa el argumento `vocab_size`", "en": "use the `vocab_size` argument"}),
     "V hard-coded 5 everywhere": (lambda t, V, e: smooth_right(t, 5, e) if int(t.max()) < 5 else torch.zeros(len(t), 5),
-                                  {"es": "¿usas el argumento `vocab_size`?", "en": "do you use the `vocab_size` argument?"}),
+                                  {"es": "¿usas el argumento `vocab_size`?",
+                                   "en": "do you use the `vocab_size` argument?"}),
     "(1 - eps) without + eps/V": (lambda t, V, e: (1 - e) * F.one_hot(t, V).float(), {"es": "cada fila suma 1 − ε",
                                                                                       "en": "each row sums to 1 − ε"}),
     "integer one-hot": (lambda t, V, e: F.one_hot(t, V), {"es": "no int64", "en": "not int64"}),

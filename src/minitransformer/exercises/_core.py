@@ -289,7 +289,8 @@ def attempt(lang: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
         )) from None
     except ForbiddenTool as no:
         raise stop(not_yet(
-            lang, f"el enunciado pide no usar `{no.name}`: {no.es}", f"the statement asks you not to use `{no.name}`: {no.en}",
+            lang, f"el enunciado pide no usar `{no.name}`: {no.es}",
+            f"the statement asks you not to use `{no.name}`: {no.en}",
         )) from None
     except RecursionError:
         raise stop(not_yet(

@@ -264,7 +264,8 @@ HINTS = Hints({
 })
 
 _SOFTMAX = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
-            "torch.nn.Softmax.forward", "torch._softmax")
+            "torch.nn.Softmax.forward", "torch._softmax", "torch.log_softmax", "torch.Tensor.log_softmax",
+            "torch.nn.functional.log_softmax", "torch.special.log_softmax", "torch.nn.LogSoftmax.forward")
 
 
 def _cases(seed: int, *shapes: tuple[int, ...]) -> list[Tensor]:

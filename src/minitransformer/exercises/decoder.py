@@ -1,6 +1,7 @@
 """Checkers for the decoder notebook (05): shifted targets, cross-attention, the decoder layer.
 
-The right answers come from the package (:mod:`minitransformer.attention`, :mod:`minitransformer.layers`); each typical mistake gets its own hint.
+The right answers come from the package (:mod:`minitransformer.attention`, :mod:`minitransformer.layers`);
+each typical mistake gets its own hint.
 """
 
 from __future__ import annotations

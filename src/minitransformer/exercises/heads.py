@@ -31,8 +31,9 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
         got = attempt(lang, strongest_head, [m.clone() for m in maps], query, key)
         if isinstance(got, Tensor):
             if got.is_floating_point() or got.is_complex():
-                return not_yet(lang, f"la capa y la cabeza son índices enteros, no {str(got.dtype).removeprefix('torch.')}.",
-                               f"the layer and the head are integer indices, not {str(got.dtype).removeprefix('torch.')}.")
+                dtype = str(got.dtype).removeprefix("torch.")
+                return not_yet(lang, f"la capa y la cabeza son índices enteros, no {dtype}.",
+                               f"the layer and the head are integer indices, not {dtype}.")
             got = tuple(int(x) for x in got.flatten()) if got.numel() in (1, 2) else got
         if isinstance(got, int) or (isinstance(got, tuple) and len(got) == 1):
             return not_yet(
@@ -50,8 +51,9 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
         try:
             got = (int(pair[0]), int(pair[1]))
         except (TypeError, ValueError, IndexError, RuntimeError):
-            return not_yet(lang, f"se esperaba un par (capa, cabeza) de enteros y tu función devolvió {type_name(got)}.",
-                           f"a pair (layer, head) of integers was expected and your function returned {type_name(got)}.")
+            what = type_name(got)
+            return not_yet(lang, f"se esperaba un par (capa, cabeza) de enteros y tu función devolvió {what}.",
+                           f"a pair (layer, head) of integers was expected and your function returned {what}.")
         if got == want:
             continue
         if got == want[::-1]:

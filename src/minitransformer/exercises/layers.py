@@ -1,6 +1,7 @@
 """Checkers for the encoder block's exercises: layer norm, post-LN sublayer, RMSNorm.
 
-The right answers come from PyTorch (``F.layer_norm``, ``F.rms_norm``, ``nn.LayerNorm``); the hints recognise the usual mistakes by
+The right answers come from PyTorch (``F.layer_norm``, ``F.rms_norm``, ``nn.LayerNorm``), which the
+student may not use (they are switched off while the answer runs); the hints recognise the usual mistakes by
 comparing the student's output with what each mistake would give.
 """
 

@@ -14,7 +14,9 @@ from torch import Tensor
 
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
-from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, type_name, wrong_shape
+from ._core import (
+    Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, type_name, wrong_shape,
+)
 from .registry import explain
 
 __all__ = ["check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
@@ -239,9 +241,9 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
         logits = h @ weight.T + bias  # (B, T, V)
         expected = torch.softmax(logits, dim=-1)
         if got.shape != (B, T, V):
-            return wrong_shape(lang, got, (B, T, V), " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes se "
-                               "multiplica con el último de `h`?", " = (B, T, V); `weight` is (V, D): which of its axes "
-                               "multiplies the last axis of `h`?")
+            return wrong_shape(lang, got, (B, T, V),
+                               " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes va con el último de `h`?",
+                               " = (B, T, V); `weight` is (V, D): which of its axes multiplies the last axis of `h`?")
         if _close(got, expected):
             continue
         hints = [

@@ -93,21 +93,34 @@ HINTS = Hints({
         "that is not a permutation of 0..d_model-1: each column must appear exactly once.",
     ),
     "inverse_permutation": (
-        'esa es la permutación inversa (la del cuaderno, que va de concatenada a intercalada). Piensa en la dirección de `interleaved[:, perm]`: la columna j del resultado es la columna `perm[j]` de la intercalada.',
-        "that is the inverse permutation (the notebook's, from concatenated to interleaved). Think of the direction of `interleaved[:, perm]`: column j of the result is column `perm[j]` of the interleaved table.",
+        "esa es la permutación inversa (la del cuaderno, que va de concatenada a intercalada). Piensa en la "
+        "dirección de `interleaved[:, perm]`: la columna j del resultado es la columna `perm[j]` de la "
+        "intercalada.",
+        "that is the inverse permutation (the notebook's, from concatenated to interleaved). Think of the "
+        "direction of `interleaved[:, perm]`: column j of the result is column `perm[j]` of the interleaved "
+        "table.",
     ),
     "permutation_wrong": (
-        '`interleaved[:, perm]` todavía no es la tabla concatenada. Para cada columna j de la concatenada, busca en qué columna de la intercalada está el mismo seno o coseno (pruébalo a mano con d_model = 4).',
-        '`interleaved[:, perm]` is not yet the concatenated table. For each column j of the concatenated table, find which column of the interleaved one holds the same sine or cosine (try it by hand with d_model = 4).',
+        "`interleaved[:, perm]` todavía no es la tabla concatenada. Para cada columna j de la concatenada, "
+        "busca en qué columna de la intercalada está el mismo seno o coseno (pruébalo a mano con d_model = 4).",
+        "`interleaved[:, perm]` is not yet the concatenated table. For each column j of the concatenated table,"
+        " find which column of the interleaved one holds the same sine or cosine (try it by hand with d_model ="
+        " 4).",
     ),
     # the shift matrix, concatenated layout
     "shift_interleaved": (
-        'esa es la matriz M_k de la disposición intercalada, con bloques 2×2 en la diagonal. En la concatenada el seno i y su coseno no están en columnas vecinas: el giro de cada par mezcla la columna i con la d_model/2 + i.',
-        'that is the matrix M_k of the interleaved layout, with 2×2 blocks on the diagonal. In the concatenated layout sine i and its cosine are not in neighbouring columns: the turn of each pair mixes column i with column d_model/2 + i.',
+        "esa es la matriz M_k de la disposición intercalada, con bloques 2×2 en la diagonal. En la concatenada "
+        "el seno i y su coseno no están en columnas vecinas: el giro de cada par mezcla la columna i con la "
+        "d_model/2 + i.",
+        "that is the matrix M_k of the interleaved layout, with 2×2 blocks on the diagonal. In the concatenated"
+        " layout sine i and its cosine are not in neighbouring columns: the turn of each pair mixes column i "
+        "with column d_model/2 + i.",
     ),
     "shift_backwards": (
-        'tu matriz lleva PE(p) a PE(p − k): gira hacia atrás. Revisa el signo de los senos (sin(a + b) = sin a cos b + cos a sin b).',
-        'your matrix takes PE(p) to PE(p − k): it turns backwards. Check the sign of the sines (sin(a + b) = sin a cos b + cos a sin b).',
+        "tu matriz lleva PE(p) a PE(p − k): gira hacia atrás. Revisa el signo de los senos (sin(a + b) = sin a "
+        "cos b + cos a sin b).",
+        "your matrix takes PE(p) to PE(p − k): it turns backwards. Check the sign of the sines (sin(a + b) = "
+        "sin a cos b + cos a sin b).",
     ),
     "shift_identity": (
         "tu matriz deja PE(p) igual; para k ≠ 0 cada par (seno i, coseno i) debe girar un ángulo k·ω_i.",
@@ -115,8 +128,10 @@ HINTS = Hints({
         "angle k·ω_i.",
     ),
     "shift_wrong": (
-        'M_k · PE(p) no es PE(p + k) (diferencia máxima {diff}). Escribe sin(p ω_i + k ω_i) y cos(p ω_i + k ω_i) con las fórmulas de la suma: cada nuevo valor mezcla el seno i y el coseno i de PE(p).',
-        'M_k · PE(p) is not PE(p + k) (largest difference {diff}). Write sin(p ω_i + k ω_i) and cos(p ω_i + k ω_i) with the sum formulas: each new value mixes sine i and cosine i of PE(p).',
+        "M_k · PE(p) no es PE(p + k) (diferencia máxima {diff}). Escribe sin(p ω_i + k ω_i) y cos(p ω_i + k "
+        "ω_i) con las fórmulas de la suma: cada nuevo valor mezcla el seno i y el coseno i de PE(p).",
+        "M_k · PE(p) is not PE(p + k) (largest difference {diff}). Write sin(p ω_i + k ω_i) and cos(p ω_i + k "
+        "ω_i) with the sum formulas: each new value mixes sine i and cosine i of PE(p).",
     ),
 })
 

@@ -23,8 +23,8 @@ from typing import Any, Callable
 from ..i18n import error, language, tr
 from ._core import Feedback
 
-__all__ = ["EXERCISES", "Solution", "Solutions", "check_solution", "exercise_of", "explain", "register", "show_solution",
-           "solution_function"]
+__all__ = ["EXERCISES", "Solution", "Solutions", "check_solution", "exercise_of", "explain", "register",
+           "show_solution", "solution_function"]
 
 # name -> (module of minitransformer.exercises, checker, solution)
 EXERCISES: dict[str, tuple[str, str, str]] = {}

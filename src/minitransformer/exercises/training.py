@@ -8,6 +8,7 @@ with a hard-coded ε or V matches it for one (ε, V) pair.
 from __future__ import annotations
 
 import math
+from numbers import Integral
 from typing import Any, Callable
 
 import torch
@@ -115,15 +116,20 @@ def _ids(lang: str, x: Any, which: str) -> list[int]:
             f"`{which}` is a tensor; return lists of integers, like the list `ids` you get (the batch's tensors "
             "are built later, when padding).",
         ))
-    if not isinstance(x, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in x):
+    if not isinstance(x, (list, tuple)) or not all(isinstance(i, Integral) and not isinstance(i, bool) for i in x):
         extra = (" `list.insert` y `list.append` modifican la lista y devuelven `None`.",
                  " `list.insert` and `list.append` change the list in place and return `None`.") \
             if x is None else ("", "")
+        if isinstance(x, (list, tuple)):
+            odd = next(i for i in x if not isinstance(i, Integral) or isinstance(i, bool))
+            raise stop(not_yet(lang, f"`{which}` debe ser una lista de ids enteros, pero contiene {odd!r} "
+                               f"({type_name(odd)}).", f"`{which}` must be a list of integer ids, but it holds "
+                               f"{odd!r} ({type_name(odd)})."))
         raise stop(not_yet(
             lang, f"`{which}` debe ser una lista de ids enteros, no {type_name(x)}.{extra[0]}",
             f"`{which}` must be a list of integer ids, not {type_name(x)}.{extra[1]}",
         ))
-    return list(x)
+    return [int(i) for i in x]
 
 
 @checker
