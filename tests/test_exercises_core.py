@@ -189,13 +189,16 @@ def test_every_solution_is_shown_with_code_and_an_explanation_in_both_languages(
     assert str(es).startswith("Solución") and str(en).startswith("Solution")
 
 
-def test_the_shown_code_runs_and_passes_the_checker():
-    # what a student copies into the cell is what the checker accepts
-    module, check, _ = EXERCISES["01.softmax"]
-    namespace = {"torch": torch}
-    exec(show_solution("01.softmax", lang="en").code, namespace)
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_the_shown_code_runs_and_passes_the_checker(name):
+    """What a student copies into the cell (where torch, math and F are imported) is what the checker accepts."""
+    import math
+
+    module, check, solution = EXERCISES[name]
+    namespace = {"torch": torch, "math": math, "F": torch.nn.functional}
+    exec(show_solution(name, lang="en").code, namespace)
     checker_fn = getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
-    assert checker_fn(namespace["softmax"], lang="en").ok
+    assert checker_fn(namespace[solution.removeprefix("solution_")], lang="en").ok
 
 
 @pytest.mark.parametrize("lang", LANGS)
