@@ -172,6 +172,9 @@ SMOOTH_MISTAKES = {
     "(1 - eps) without + eps/V": (lambda t, V, e: (1 - e) * F.one_hot(t, V).float(), {"es": "cada fila suma 1 − ε",
                                                                                       "en": "each row sums to 1 − ε"}),
     "integer one-hot": (lambda t, V, e: F.one_hot(t, V), {"es": "no int64", "en": "not int64"}),
+    "one-hot as wide as the targets": (lambda t, V, e: (1 - e) * F.one_hot(t).float() + e / V,
+                                       {"es": "¿usas el argumento `vocab_size`?",
+                                        "en": "do you use the `vocab_size` argument?"}),
     "rows sum to 1, values off": (lambda t, V, e: smooth_right(t, V, e / 2),
                                   {"es": "las filas suman 1 pero", "en": "the rows sum to 1 but"}),
 }

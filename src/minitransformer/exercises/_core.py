@@ -340,7 +340,8 @@ def forbid(tools: Iterable[str], es: str, en: str) -> Iterator[None]:
             owner, attr = _resolve(path)
             if not hasattr(owner, attr):  # not in this PyTorch version
                 continue
-            saved.append((owner, attr, getattr(owner, attr)))
+            own = attr in vars(owner)  # else inherited: deleting the block restores it
+            saved.append((owner, attr, getattr(owner, attr), own))
             shown = path.replace("torch.nn.functional.", "F.").replace("torch.nn.", "nn.")
 
             def blocked(*_a: Any, _name: str = shown, **_k: Any) -> Any:
@@ -349,8 +350,11 @@ def forbid(tools: Iterable[str], es: str, en: str) -> Iterator[None]:
             setattr(owner, attr, blocked)
         yield
     finally:
-        for owner, attr, value in reversed(saved):
-            setattr(owner, attr, value)
+        for owner, attr, value, own in reversed(saved):
+            if own:
+                setattr(owner, attr, value)
+            else:
+                delattr(owner, attr)
 
 
 def loops_in(fn: Callable[..., Any]) -> int | None:

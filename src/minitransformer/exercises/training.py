@@ -190,8 +190,10 @@ def solution_my_shift_targets(ids, bos_id, eos_id):
     return [bos_id] + ids, ids + [eos_id]
 
 
-_SMOOTH_CASES = [(torch.tensor([0, 3, 1, 4]), 5, 0.1), (torch.tensor([2, 0, 6]), 7, 0.25),
-                 (torch.tensor([1, 1, 0, 2, 2]), 3, 0.3)]
+# Several (ε, V) pairs, and targets that do not reach the last id: a hard-coded ε or V, or a
+# one-hot whose width comes from the targets instead of V, all show.
+_SMOOTH_CASES = [(torch.tensor([0, 3, 1, 4]), 5, 0.1), (torch.tensor([2, 0, 4]), 7, 0.25),
+                 (torch.tensor([1, 1, 0, 0, 1]), 3, 0.3)]
 
 
 def _smooth(target: Tensor, V: int, eps: float) -> Tensor:
