@@ -67,7 +67,14 @@ JUNK = {
     "first argument back": lambda *a: a[0],
     "random tensor": lambda *a: torch.randn(4, 4),
     "generator": lambda *a: (x for x in range(3)),
+    "NaN shaped like the input": lambda *a: _like(a[0], float("nan")),
+    "zeros shaped like the input": lambda *a: _like(a[0], 0.0),
+    "pair of NaN tensors": lambda *a: (_like(a[0], float("nan")), _like(a[0], float("nan"))),
 }
+
+
+def _like(x, value):
+    return torch.full_like(x, value, dtype=torch.float32) if isinstance(x, torch.Tensor) else value
 
 
 @pytest.mark.parametrize("lang", LANGS)
