@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
 from minitransformer.exercises import Feedback
 
 
@@ -28,3 +33,13 @@ def assert_rejected(feedback: Feedback, lang: str, hint: dict[str, str]) -> None
     assert not feedback.ok, f"a wrong answer was accepted: {feedback.message}"
     assert feedback.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:"), feedback.message
     assert hint[lang] in feedback.message, f"expected the hint {hint[lang]!r} in: {feedback.message}"
+
+
+def bank(check: Callable[..., Feedback], mistakes: dict[str, tuple[Callable[..., Any], dict[str, str]]]) -> list:
+    """pytest parameters ``(check, wrong_answer, hint)`` for a bank ``{name: (wrong_answer, {lang: hint})}``."""
+    return [pytest.param(check, fn, hint, id=f"{check.__name__}: {name}") for name, (fn, hint) in mistakes.items()]
+
+
+def assert_bank(check: Callable[..., Feedback], fn: Callable[..., Any], hint: dict[str, str], lang: str) -> None:
+    """The wrong answer ``fn`` is rejected with ``hint[lang]`` in the message."""
+    assert_rejected(check(fn, lang=lang), lang, hint)

@@ -66,15 +66,37 @@ def softmax_2d_only(x):
     return e / e.sum(dim=1, keepdim=True)
 
 
+def softmax_minus_min(x):
+    e = torch.exp(x - x.min(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_minus_mean(x):
+    e = torch.exp(x - x.mean(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_global_max(x):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_one_hot(x):
+    return torch.nn.functional.one_hot(x.argmax(-1), x.size(-1))
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_softmax_checker(lang):
     assert_correct(check_softmax(softmax_right, lang=lang), lang)
-    assert_correct(check_softmax(lambda x: torch.softmax(x, dim=-1), lang=lang), lang)
+    assert_hint(check_softmax(softmax_minus_min, lang=lang), lang, "softmax_shift_not_max")
+    assert_hint(check_softmax(softmax_minus_mean, lang=lang), lang, "softmax_shift_not_max")
+    assert_hint(check_softmax(softmax_global_max, lang=lang), lang, "softmax_global_max")
+    assert_hint(check_softmax(softmax_one_hot, lang=lang), lang, "softmax_not_float")
     assert_hint(check_softmax(softmax_overflow, lang=lang), lang, "softmax_overflow")
     assert_hint(check_softmax(softmax_global, lang=lang), lang, "softmax_global_sum")
     assert_hint(check_softmax(softmax_axis, lang=lang), lang, "wrong_axis")
     assert_hint(check_softmax(softmax_unnormalised, lang=lang), lang, "softmax_no_normalise")
-    assert_hint(check_softmax(softmax_2d_only, lang=lang), lang, "batched")
+    assert_hint(check_softmax(softmax_2d_only, lang=lang), lang, "softmax_batched")
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -86,7 +108,24 @@ def test_unfinished_and_crashing_code(lang):
     fb = check_masked_attention(lambda q, k, v, m: q @ v, lang=lang)  # shapes do not match
     assert not fb.ok and "RuntimeError" in fb.message
     fb = check_softmax(lambda x: x.tolist(), lang=lang)
-    assert_hint(fb, lang, "not_tensor")
+    assert not fb.ok and ("no list" if lang == "es" else "not list") in fb.message
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("tool", [
+    lambda x: torch.softmax(x, dim=-1),
+    lambda x: x.softmax(-1),
+    lambda x: torch.nn.functional.softmax(x, dim=-1),
+    lambda x: torch.nn.Softmax(dim=-1)(x),
+    lambda x: torch.special.softmax(x, -1),
+    lambda x: torch.log_softmax(x, -1).exp(),
+    lambda x: torch.nn.functional.log_softmax(x, dim=-1).exp(),
+], ids=["torch.softmax", "Tensor.softmax", "F.softmax", "nn.Softmax", "special.softmax", "log_softmax", "F.log_softmax"])
+def test_softmax_forbids_pytorchs_softmax(tool, lang):
+    fb = check_softmax(tool, lang=lang)
+    assert not fb.ok
+    assert ("el enunciado pide no usar" if lang == "es" else "the statement asks you not to use") in fb.message
+    assert "torch.exp" in fb.message
 
 
 # --------------------------------------------------------------------------- attention weights
@@ -104,9 +143,22 @@ def weights_with(scale=None, dim=-1, transpose=False):
 
 
 def weights_2d_only(q, k):
-    return torch.softmax(q @ k.T / math.sqrt(q.shape[1]), dim=1)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=1)
 
 
+def weights_shape_index(q, k):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[1]), dim=-1)
+
+
+def weights_dot_t(q, k):
+    return torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)
+
+
+def weights_scale_length(q, k):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.size(-2)), dim=-1)
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")  # a student's `k.T` on a batch
 @pytest.mark.parametrize("lang", LANGS)
 def test_attention_weights_checker(lang):
     assert_correct(check_attention_weights(weights_with("sqrt"), lang=lang), lang)
@@ -115,6 +167,12 @@ def test_attention_weights_checker(lang):
     assert_hint(check_attention_weights(weights_with("sqrt", dim=-2), lang=lang), lang, "wrong_axis")
     assert_hint(check_attention_weights(weights_with("sqrt", transpose=True), lang=lang), lang, "weights_transposed")
     assert_hint(check_attention_weights(weights_2d_only, lang=lang), lang, "batched")
+    assert_hint(check_attention_weights(weights_shape_index, lang=lang), lang, "scale_shape_index")
+    assert_hint(check_attention_weights(weights_scale_length, lang=lang), lang, "scale_length")
+    fb = check_attention_weights(weights_dot_t, lang=lang)  # `.T` on a batch: the matmul fails
+    batched = HINTS["batched"][0 if lang == "es" else 1]
+    assert not fb.ok and batched[0].upper() + batched[1:] in fb.message  # the error, then why a batch broke it
+    assert "RuntimeError" in fb.message and "return torch.softmax(q @ k.T" in fb.message
 
 
 # --------------------------------------------------------------------------- self-attention
@@ -130,6 +188,10 @@ def self_attention_with(scale="d_k", values="V", dim=-1, project=True, swap=Fals
             s = s / math.sqrt(W_q.shape[1])
         elif scale == "d_model":
             s = s / math.sqrt(x.shape[1])
+        elif scale == "T":
+            s = s / math.sqrt(x.shape[0])
+        elif scale == "d_v":
+            s = s / math.sqrt(W_v.shape[1])
         w = torch.softmax(s, dim=dim)
         return w if weights_only else w @ V
     return self_attention
@@ -146,9 +208,18 @@ def test_self_attention_checker(lang):
         "wrong_axis": self_attention_with(dim=-2),
         "swapped_qk": self_attention_with(swap=True),
         "no_projection": self_attention_with(project=False, scale="d_model"),
+        "scale_length": self_attention_with(scale="T"),
+        "scale_d_v": self_attention_with(scale="d_v"),
     }
     for key, fn in cases.items():
         assert_hint(check_self_attention(fn, lang=lang), lang, key)
+
+    def no_transpose(x, W_q, W_k, W_v):
+        Q, K, V = x @ W_q, x @ W_k, x @ W_v
+        return torch.softmax(Q @ K / math.sqrt(K.shape[-1]), dim=-1) @ V
+
+    fb = check_self_attention(no_transpose, lang=lang)  # (T, d_k) @ (T, d_k): T ≠ d_k, so it raises
+    assert not fb.ok and "RuntimeError" in fb.message and "Q @ K" in fb.message
 
 
 # --------------------------------------------------------------------------- split heads
@@ -212,6 +283,7 @@ def test_masked_attention_checker(lang):
         "empty_row_uniform": masked_with(fill=-1e9, guard=False),
         "not_tuple": lambda q, k, v, m: masked_with()(q, k, v, m)[0],
         "output_wrong": masked_with(output_factor=2.0),
+        "swapped_outputs": lambda q, k, v, m: masked_with()(q, k, v, m)[::-1],
     }
     for key, fn in cases.items():
         assert_hint(check_masked_attention(fn, lang=lang), lang, key)
@@ -257,6 +329,11 @@ def decoder_rows(tokens, pad_id):
     return (tokens != pad_id)[:, None, :, None] & torch.ones(T, T, dtype=torch.bool).tril()
 
 
+def decoder_tri(tokens, pad_id, triangle):
+    T = tokens.size(1)
+    return (tokens != pad_id)[:, None, None, :] & triangle(torch.ones(T, T, dtype=torch.bool))
+
+
 def decoder_pad_zero(tokens, pad_id):
     return decoder_right(tokens, 0)
 
@@ -278,9 +355,22 @@ def test_decoder_mask_checker(lang):
         "mask_padding_rows": decoder_rows,
         "mask_pad_zero": decoder_pad_zero,
         "mask_shape": lambda t, p: decoder_right(t, p)[..., None],
+        "mask_no_diagonal": lambda t, p: decoder_tri(t, p, lambda o: o.tril(-1)),
+        "mask_sees_next": lambda t, p: decoder_tri(t, p, lambda o: o.tril(1)),
     }
+    assert_hint(check_decoder_mask(lambda t, p: decoder_tri(t, p, lambda o: ~o.triu()), lang=lang), lang,
+                "mask_no_diagonal")
     for key, fn in cases.items():
         assert_hint(check_decoder_mask(fn, lang=lang), lang, key)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_hints_do_not_write_the_answer(lang):
+    """A first hint points at the mistake; the code is in the worked solution, shown on request."""
+    for key, pair in HINTS.items():
+        text = pair[0 if lang == "es" else 1]
+        for code in ("masked_fill(", "k.transpose(-2, -1)", "keepdim=True", "weights @ v", "view(B, T"):
+            assert code not in text, (key, code)
 
 
 def test_every_hint_in_both_languages():

@@ -21,7 +21,7 @@ def ln_unbiased(x, gamma, beta, eps):
 
 
 def ln_no_affine(x, gamma, beta, eps):
-    return F.layer_norm(x, x.shape[-1:], eps=eps)
+    return ln_right(x, torch.ones_like(gamma), torch.zeros_like(beta), eps)
 
 
 def ln_eps_outside(x, gamma, beta, eps):
@@ -29,7 +29,19 @@ def ln_eps_outside(x, gamma, beta, eps):
 
 
 def ln_fixed_eps(x, gamma, beta, eps):
-    return F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5)
+    return ln_right(x, gamma, beta, 1e-5)
+
+
+def ln_functional(x, gamma, beta, eps):
+    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+
+def ln_module(x, gamma, beta, eps):
+    norm = torch.nn.LayerNorm(x.size(-1), eps=eps)
+    with torch.no_grad():
+        norm.weight.copy_(gamma)
+        norm.bias.copy_(beta)
+    return norm(x)
 
 
 def ln_no_eps(x, gamma, beta, eps):
@@ -52,7 +64,7 @@ def ln_stub(x, gamma, beta, eps):
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_layer_norm_accepts_right_answers(lang):
-    for answer in (ln_right, lambda x, g, b, eps: F.layer_norm(x, x.shape[-1:], g, b, eps)):
+    for answer in (ln_right,):
         feedback = check_layer_norm(answer, lang=lang)
         assert feedback.ok, feedback.message
         assert feedback.message.startswith("✅")
@@ -70,6 +82,12 @@ def test_layer_norm_accepts_right_answers(lang):
         (ln_mean_only, "shape", "forma"),
         (ln_stub, "NotImplementedError", "NotImplementedError"),
         (lambda x, g, b, eps: ln_right(x, g, b, eps) + 0.1, "does not match", "no coincide"),
+        (ln_functional, "not to use `F.layer_norm`", "no usar `F.layer_norm`"),
+        (ln_module, "not to use `nn.LayerNorm.forward`", "no usar `nn.LayerNorm.forward`"),
+        (lambda x, g, b, eps: torch.layer_norm(x, x.shape[-1:], g, b, eps), "not to use", "no usar"),
+        (lambda x, g, b, eps: (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * g + b, "does not match",
+         "no coincide"),
+        (lambda x, g, b, eps: ln_right(x, g, b, eps).tolist(), "not list", "no list"),
     ],
 )
 def test_layer_norm_rejects_typical_mistakes(answer, hint_en, hint_es):
@@ -114,7 +132,7 @@ def rms_right(x, gamma, eps):
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_rms_norm_accepts_right_answers(lang):
-    for answer in (rms_right, lambda x, g, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], g, eps)):
+    for answer in (rms_right,):
         feedback = check_rms_norm(answer, lang=lang)
         assert feedback.ok, feedback.message
 
@@ -122,6 +140,9 @@ def test_rms_norm_accepts_right_answers(lang):
 @pytest.mark.parametrize(
     "answer,hint_en,hint_es",
     [
+        (lambda x, g, eps: ln_right(x, g, torch.zeros_like(g), eps), "subtract the mean", "restas la media"),
+        (lambda x, g, eps: F.rms_norm(x, x.shape[-1:], g, eps), "not to use `F.rms_norm`", "no usar `F.rms_norm`"),
+        (lambda x, g, eps: torch.rms_norm(x, x.shape[-1:], g, eps), "not to use", "no usar"),
         (lambda x, g, eps: F.layer_norm(x, x.shape[-1:], g, None, eps), "subtract the mean", "restas la media"),
         (lambda x, g, eps: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps), "`gamma`", "`gamma`"),
         (lambda x, g, eps: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * g, "inside", "dentro"),

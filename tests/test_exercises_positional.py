@@ -30,6 +30,10 @@ def assert_hint(feedback: Feedback, lang: str, key: str) -> None:
     shared_assert_hint(feedback, lang, key, HINTS)
 
 
+def assert_shape(feedback: Feedback, lang: str) -> None:
+    assert not feedback.ok and ("debería tener" if lang == "es" else "should have") in feedback.message
+
+
 def unfinished(*args):
     raise NotImplementedError
 
@@ -91,8 +95,7 @@ def table_mistake(kind):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer", [table_loops, table_vectorised_float64,
-                                    lambda n, d: sinusoidal_encoding(n, d)])
+@pytest.mark.parametrize("answer", [table_vectorised_float64, lambda n, d: sinusoidal_encoding(n, d)])
 def test_table_accepts_right_answers(answer, lang):
     assert_correct(check_sinusoidal_encoding(answer, lang=lang), lang)
 
@@ -107,8 +110,20 @@ def test_table_names_the_mistake(kind, lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_table_other_mistakes(lang):
     assert_hint(check_sinusoidal_encoding(table_mistake("wrong_base"), lang=lang), lang, "table_wrong")
-    assert_hint(check_sinusoidal_encoding(lambda n, d: torch.zeros(n, d + 1), lang=lang), lang, "wrong_shape")
-    assert_hint(check_sinusoidal_encoding(lambda n, d: table_loops(n, d).tolist(), lang=lang), lang, "not_tensor")
+    assert_shape(check_sinusoidal_encoding(lambda n, d: torch.zeros(n, d + 1), lang=lang), lang)
+    fb = check_sinusoidal_encoding(lambda n, d: table_vectorised_float64(n, d).tolist(), lang=lang)
+    assert not fb.ok and ("no list" if lang == "es" else "not list") in fb.message
+
+
+def table_comprehension(max_len, d_model):
+    return torch.stack([table_vectorised_float64(max_len, d_model)[p] for p in range(max_len)])
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer", [table_loops, table_comprehension])
+def test_table_with_loops_is_rejected_as_the_statement_says(answer, lang):
+    """The statement says "without Python loops": a right table built with loops is not accepted."""
+    assert_hint(check_sinusoidal_encoding(answer, lang=lang), lang, "loops")
     assert_hint(check_sinusoidal_encoding(lambda n, d: torch.full((n, d), math.nan), lang=lang), lang, "nan")
 
 
@@ -134,14 +149,17 @@ def perm_inverse(d_model):
 @pytest.mark.parametrize("lang", LANGS)
 def test_permutation(lang):
     assert_correct(check_interleaved_to_concat(perm_right, lang=lang), lang)
-    assert_correct(check_interleaved_to_concat(lambda d: perm_right(d).float(), lang=lang), lang)
+    # a float index tensor cannot index: `interleaved[:, perm]` raises IndexError
+    assert_hint(check_interleaved_to_concat(lambda d: perm_right(d).float(), lang=lang), lang, "perm_not_integer")
+    assert_hint(check_interleaved_to_concat(lambda d: perm_right(d) > 0, lang=lang), lang, "perm_not_integer")
+    assert_correct(check_interleaved_to_concat(lambda d: perm_right(d).int(), lang=lang), lang)
     assert_hint(check_interleaved_to_concat(perm_inverse, lang=lang), lang, "inverse_permutation")
     assert_hint(check_interleaved_to_concat(lambda d: torch.arange(d), lang=lang), lang, "permutation_wrong")
     assert_hint(check_interleaved_to_concat(lambda d: torch.zeros(d, dtype=torch.long), lang=lang),
                 lang, "not_permutation")
     assert_hint(check_interleaved_to_concat(lambda d: perm_right(d).float() + 0.5, lang=lang),
-                lang, "not_permutation")
-    assert_hint(check_interleaved_to_concat(lambda d: torch.arange(d + 1), lang=lang), lang, "wrong_shape")
+                lang, "perm_not_integer")
+    assert_shape(check_interleaved_to_concat(lambda d: torch.arange(d + 1), lang=lang), lang)
     assert not check_interleaved_to_concat(unfinished, lang=lang).ok
 
 
@@ -179,7 +197,7 @@ def test_shift_matrix(lang):
     assert_hint(check_shift_matrix_concat(lambda k, d: shift_right(k, d).T, lang=lang), lang, "shift_backwards")
     assert_hint(check_shift_matrix_concat(lambda k, d: torch.eye(d), lang=lang), lang, "shift_identity")
     assert_hint(check_shift_matrix_concat(lambda k, d: shift_right(k + 1, d), lang=lang), lang, "shift_wrong")
-    assert_hint(check_shift_matrix_concat(lambda k, d: torch.eye(d)[:-1], lang=lang), lang, "wrong_shape")
+    assert_shape(check_shift_matrix_concat(lambda k, d: torch.eye(d)[:-1], lang=lang), lang)
     assert not check_shift_matrix_concat(unfinished, lang=lang).ok
 
 

@@ -1,9 +1,9 @@
-"""Checkers for the attention exercises (notebooks 01 and 02).
+"""Checkers for the attention exercises (notebooks 01 and 02), and their worked solutions.
 
-Every checker runs the student's function on fixed cases, compares it with the package or
-with the maths, and, when the answer is wrong, compares it with the typical mistakes
-(missing scale, √d_model instead of √d_head, softmax over the wrong axis, an inverted mask,
-a -1e9 fill, ...) to name the one that was made.
+Every checker runs the student's function on cases whose shapes are all different
+(T ≠ S ≠ d_k ≠ d_model), compares it with the package or with the maths, and, when the answer
+is wrong, compares it with the typical mistakes (missing scale, √d_model or √T instead of
+√d_k, softmax over the wrong axis, an inverted mask, a −1e9 fill, ...) to name the one made.
 """
 
 from __future__ import annotations
@@ -16,7 +16,24 @@ import torch
 from torch import Tensor
 
 from ..attention import causal_mask, combine_masks, padding_mask, scaled_dot_product_attention
-from ._core import COMMON_HINTS, Feedback, attempt, checker, correct, not_yet
+from ..i18n import tr
+from ._core import (
+    COMMON_HINTS,
+    Feedback,
+    Hints,
+    Unfinished,
+    attempt,
+    checker,
+    close,
+    correct,
+    first_match,
+    forbid,
+    sentence,
+    stop,
+    tensor,
+    wrong_shape,
+)
+from .registry import explain
 
 __all__ = [
     "HINTS",
@@ -29,74 +46,113 @@ __all__ = [
 ]
 
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
-HINTS: dict[str, tuple[str, str]] = {
+HINTS = Hints({
     **COMMON_HINTS,
+    "wrong_values": (
+        "los números no coinciden con softmax(QKᵀ/√d_k)V; revisa cada paso con el ejemplo del cuaderno.",
+        "the numbers do not match softmax(QKᵀ/√d_k)V; check each step against the notebook's example.",
+    ),
     # softmax
+    "softmax_not_float": (
+        "tu función devuelve enteros ({dtype}); los pesos de la softmax son números entre 0 y 1 que suman 1 "
+        "en cada fila, no la posición del máximo.",
+        "your function returns integers ({dtype}); softmax weights are numbers between 0 and 1 that add up to "
+        "1 in each row, not the position of the maximum.",
+    ),
     "softmax_overflow": (
-        "con entradas grandes (p. ej. 1000) obtienes NaN: `exp(1000)` es infinito. Resta el máximo de "
-        "cada fila antes de `exp` (softmax(x) = softmax(x − c)).",
-        "with large inputs (e.g. 1000) you get NaN: `exp(1000)` is infinite. Subtract each row's "
-        "maximum before `exp` (softmax(x) = softmax(x − c)).",
+        "con entradas grandes (p. ej. 1000) obtienes NaN: `exp(1000)` es infinito. Usa que "
+        "softmax(x) = softmax(x − c) con una c que haga pequeños los exponentes.",
+        "with large inputs (e.g. 1000) you get NaN: `exp(1000)` is infinite. Use softmax(x) = softmax(x − c) "
+        "with a c that makes the exponents small.",
+    ),
+    "softmax_shift_not_max": (
+        "funciona cuando los números de una fila están cerca, pero con una fila muy dispersa, como "
+        "[1000, 0, −5], da NaN: lo que restas (¿el mínimo, la media?) deja exponentes enormes. Solo el "
+        "máximo de cada fila garantiza que todos los exponentes sean ≤ 0.",
+        "it works when a row's numbers are close together, but a widely spread row such as [1000, 0, −5] "
+        "gives NaN: what you subtract (the minimum, the mean?) leaves huge exponents. Only each row's "
+        "maximum makes every exponent ≤ 0.",
+    ),
+    "softmax_global_max": (
+        "una fila de números muy negativos, como [−1000, −1000, −999], da NaN (0/0): restas el máximo de todo "
+        "el tensor, y esa fila queda en exp(−2000) = 0. Resta el máximo de cada fila.",
+        "a row of very negative numbers such as [−1000, −1000, −999] gives NaN (0/0): you subtract the "
+        "maximum of the whole tensor, and that row becomes exp(−2000) = 0. Subtract each row's maximum.",
     ),
     "softmax_global_sum": (
-        "divides entre la suma de todo el tensor; cada fila debe sumar 1: "
-        "`.sum(dim=-1, keepdim=True)`.",
-        "you divide by the sum of the whole tensor; each row must sum to 1: "
-        "`.sum(dim=-1, keepdim=True)`.",
+        "divides entre la suma de todo el tensor; cada fila debe sumar 1 por separado.",
+        "you divide by the sum of the whole tensor; each row must sum to 1 on its own.",
     ),
     "softmax_no_normalise": (
-        "las filas no suman 1: divide `exp(x)` entre su suma a lo largo del último eje.",
-        "the rows do not sum to 1: divide `exp(x)` by its sum along the last axis.",
+        "las filas no suman 1: falta dividir `exp(x)` entre su suma a lo largo del último eje.",
+        "the rows do not sum to 1: `exp(x)` must be divided by its sum along the last axis.",
+    ),
+    "softmax_batched": (
+        "funciona con (T, S) pero no con un lote (B, T, S): la suma y el máximo van sobre el último eje, "
+        "que en un lote ya no es el eje 1.",
+        "it works for (T, S) but not for a batch (B, T, S): the sum and the maximum run over the last axis, "
+        "which in a batch is no longer axis 1.",
     ),
     "wrong_axis": (
-        "la softmax va sobre el eje equivocado: cada consulta (fila) reparte 1 entre las claves, "
-        "es decir, sobre el último eje (`dim=-1`), no sobre `dim=-2`.",
-        "the softmax runs over the wrong axis: each query (row) shares 1 among the keys, that is "
-        "over the last axis (`dim=-1`), not over `dim=-2`.",
+        "la softmax va sobre el eje equivocado: cada consulta (fila) reparte 1 entre las claves, es decir, "
+        "sobre el último eje, no sobre el penúltimo.",
+        "the softmax runs over the wrong axis: each query (row) shares 1 among the keys, that is over the "
+        "last axis, not the one before it.",
     ),
     # scaling
     "no_scale": (
-        "falta dividir las puntuaciones entre √d_k (`q.size(-1) ** 0.5`).",
-        "the scores are not divided by √d_k (`q.size(-1) ** 0.5`).",
+        "falta dividir las puntuaciones entre √d_k.",
+        "the scores are not divided by √d_k.",
     ),
     "scale_d_k": (
         "divides entre d_k; la escala es la raíz cuadrada: √d_k.",
         "you divide by d_k; the scale is its square root: √d_k.",
     ),
+    "scale_length": (
+        "escalas por la raíz de una longitud (T o S, el número de tokens); la escala es √d_k, el ancho de "
+        "las consultas y las claves.",
+        "you scale by the root of a length (T or S, the number of tokens); the scale is √d_k, the width of "
+        "the queries and keys.",
+    ),
+    "scale_shape_index": (
+        "con un lote (B, T, d_k), `q.shape[1]` es T, no d_k: el ancho de las consultas es el tamaño del "
+        "último eje.",
+        "with a batch (B, T, d_k), `q.shape[1]` is T, not d_k: the width of the queries is the size of the "
+        "last axis.",
+    ),
     "scale_d_model": (
-        "escalas por √d_model (el ancho de la entrada), pero la escala es √d_k, el ancho de las "
-        "consultas y claves tras la proyección.",
-        "you scale by √d_model (the width of the input), but the scale is √d_k, the width of the "
-        "queries and keys after the projection.",
+        "escalas por √d_model (el ancho de la entrada), pero la escala es √d_k, el ancho de las consultas y "
+        "claves tras la proyección.",
+        "you scale by √d_model (the width of the input), but the scale is √d_k, the width of the queries and "
+        "keys after the projection.",
+    ),
+    "scale_d_v": (
+        "escalas por √d_v, el ancho de los valores; la escala es √d_k, el de las consultas y las claves.",
+        "you scale by √d_v, the width of the values; the scale is √d_k, that of the queries and keys.",
     ),
     "scale_d_model_heads": (
-        "escalas por √d_model = √(H·d_head); cada cabeza tiene consultas de ancho d_head, así que "
-        "la escala es √d_head (`q.size(-1) ** 0.5`).",
-        "you scale by √d_model = √(H·d_head); each head has queries of width d_head, so the scale "
-        "is √d_head (`q.size(-1) ** 0.5`).",
+        "escalas por √d_model = √(H·d_head); cada cabeza tiene consultas de ancho d_head, así que la escala "
+        "es √d_head.",
+        "you scale by √d_model = √(H·d_head); each head has queries of width d_head, so the scale is √d_head.",
     ),
     # attention
     "weights_transposed": (
-        "la forma está traspuesta: las filas son consultas (T) y las columnas claves (S); "
-        "calcula `q @ k.transpose(-2, -1)`.",
-        "the shape is transposed: rows are queries (T) and columns are keys (S); compute "
-        "`q @ k.transpose(-2, -1)`.",
+        "la forma está traspuesta: las filas son consultas (T) y las columnas claves (S).",
+        "the shape is transposed: rows are queries (T) and columns are keys (S).",
     ),
     "batched": (
-        "funciona con (T, d_k) pero no con lotes (..., T, d_k): usa `k.transpose(-2, -1)` en lugar "
-        "de `k.T` y la softmax con `dim=-1`.",
-        "it works for (T, d_k) but not for batches (..., T, d_k): use `k.transpose(-2, -1)` instead "
-        "of `k.T`, and the softmax with `dim=-1`.",
+        "funciona con (T, d_k) pero no con un lote (B, T, d_k): en un lote `.T` invierte todos los ejes y "
+        "`dim=1` ya no es el último; trabaja con los dos últimos ejes.",
+        "it works for (T, d_k) but not for a batch (B, T, d_k): in a batch `.T` reverses every axis and "
+        "`dim=1` is no longer the last one; work on the last two axes.",
     ),
     "returns_weights": (
-        "devuelves los pesos de atención (T, T); la salida es esos pesos por los valores: "
-        "`weights @ V`.",
-        "you return the attention weights (T, T); the output is those weights times the values: "
-        "`weights @ V`.",
+        "devuelves los pesos de atención (T, T); la salida combina los valores con esos pesos.",
+        "you return the attention weights (T, T); the output combines the values with those weights.",
     ),
     "values_are_x": (
-        "multiplicas los pesos por `x`; hay que multiplicarlos por los valores V = x W_V.",
-        "you multiply the weights by `x`; multiply them by the values V = x W_V.",
+        "combinas `x` con los pesos; hay que combinar los valores V = x W_V.",
+        "you combine `x` with the weights; combine the values V = x W_V.",
     ),
     "no_projection": (
         "las consultas y las claves deben ser las proyecciones Q = x W_Q y K = x W_K, no `x`.",
@@ -106,63 +162,56 @@ HINTS: dict[str, tuple[str, str]] = {
         "has intercambiado W_Q y W_K: las filas de los pesos son las consultas Q = x W_Q.",
         "you swapped W_Q and W_K: the rows of the weights are the queries Q = x W_Q.",
     ),
-    "wrong_values": (
-        "los números no coinciden con softmax(QKᵀ/√d_k)V; revisa cada paso con el ejemplo del "
-        "cuaderno.",
-        "the numbers do not match softmax(QKᵀ/√d_k)V; check each step against the notebook's "
-        "example.",
-    ),
-    "wrong_shape": (
-        "la forma del resultado es {got}, se esperaba {want}.",
-        "the result has shape {got}, expected {want}.",
-    ),
     # heads
     "heads_no_transpose": (
-        "la forma es (B, T, H, d_head): falta `.transpose(1, 2)` para llegar a (B, H, T, d_head).",
-        "the shape is (B, T, H, d_head): add `.transpose(1, 2)` to get (B, H, T, d_head).",
+        "la forma es (B, T, H, d_head): falta llevar el eje de las cabezas delante del de las posiciones.",
+        "the shape is (B, T, H, d_head): the heads' axis must move in front of the positions' axis.",
     ),
     "heads_direct_view": (
-        "la forma es correcta pero mezclas posiciones y cabezas: `x.view(B, H, T, d_head)` no separa "
-        "las columnas de cada cabeza. Primero `view(B, T, H, d_head)`, luego `transpose(1, 2)`.",
-        "the shape is right but positions and heads get mixed: `x.view(B, H, T, d_head)` does not "
-        "split each head's columns. First `view(B, T, H, d_head)`, then `transpose(1, 2)`.",
+        "la forma es correcta pero mezclas posiciones y cabezas: ver `x` directamente como (B, H, T, d_head) "
+        "no separa las columnas de cada cabeza; primero separa el último eje, luego reordena los ejes.",
+        "the shape is right but positions and heads get mixed: viewing `x` directly as (B, H, T, d_head) does "
+        "not split each head's columns; first split the last axis, then reorder the axes.",
     ),
     "heads_interleaved": (
-        "la cabeza h debe recibir columnas contiguas, h·d_head … (h+1)·d_head − 1: divide el último "
-        "eje como (H, d_head), no como (d_head, H).",
-        "head h must get contiguous columns, h·d_head … (h+1)·d_head − 1: split the last axis as "
-        "(H, d_head), not as (d_head, H).",
+        "la cabeza h debe recibir columnas contiguas, h·d_head … (h+1)·d_head − 1: divide el último eje como "
+        "(H, d_head), no como (d_head, H).",
+        "head h must get contiguous columns, h·d_head … (h+1)·d_head − 1: split the last axis as (H, d_head), "
+        "not as (d_head, H).",
     ),
     # masks
     "not_tuple": (
         "devuelve una tupla `(output, weights)`.",
         "return a tuple `(output, weights)`.",
     ),
+    "swapped_outputs": (
+        "devuelves `(weights, output)`: el orden es `(output, weights)`.",
+        "you return `(weights, output)`: the order is `(output, weights)`.",
+    ),
     "mask_inverted": (
-        "la máscara está invertida: True significa «puede atender». Rellena con −∞ donde la máscara "
-        "es False: `scores.masked_fill(~mask, float('-inf'))`.",
-        "the mask is inverted: True means \"may attend\". Fill with −∞ where the mask is False: "
-        "`scores.masked_fill(~mask, float('-inf'))`.",
+        "la máscara está invertida: True significa «puede atender», así que los −∞ van donde la máscara es "
+        "False.",
+        "the mask is inverted: True means \"may attend\", so the −∞ go where the mask is False.",
     ),
     "mask_ignored": (
         "la máscara no se aplica: las claves bloqueadas reciben peso.",
         "the mask is not applied: blocked keys get weight.",
     ),
     "output_wrong": (
-        "los pesos son correctos pero la salida no: es `weights @ v`.",
-        "the weights are right but the output is not: it is `weights @ v`.",
+        "los pesos son correctos pero la salida no: combina los valores `v` con esos pesos.",
+        "the weights are right but the output is not: combine the values `v` with those weights.",
     ),
     "empty_row_nan": (
-        "una fila sin ninguna clave permitida da NaN: la softmax de una fila entera de −∞ es 0/0. "
-        "Esas filas deben tener pesos cero (y salida cero).",
-        "a row with no allowed key gives NaN: the softmax of a row that is all −∞ is 0/0. Those rows "
-        "must get zero weights (and zero output).",
+        "una fila sin ninguna clave permitida da NaN: la softmax de una fila entera de −∞ es 0/0. Esas filas "
+        "deben tener pesos cero (y salida cero).",
+        "a row with no allowed key gives NaN: the softmax of a row that is all −∞ is 0/0. Those rows must get "
+        "zero weights (and zero output).",
     ),
     "empty_row_uniform": (
-        "una fila sin ninguna clave permitida reparte el peso por igual entre claves bloqueadas "
-        "(lo que ocurre al rellenar con −1e9): usa −∞ y pon a cero esas filas.",
-        "a row with no allowed key spreads its weight evenly over blocked keys (what a −1e9 fill "
-        "does): use −∞ and set those rows to zero.",
+        "una fila sin ninguna clave permitida reparte el peso por igual entre claves bloqueadas (lo que ocurre "
+        "al rellenar con −1e9): usa −∞ y pon a cero esas filas.",
+        "a row with no allowed key spreads its weight evenly over blocked keys (what a −1e9 fill does): use −∞ "
+        "and set those rows to zero.",
     ),
     "empty_row_other": (
         "una fila sin ninguna clave permitida debe tener pesos cero y salida cero.",
@@ -173,21 +222,32 @@ HINTS: dict[str, tuple[str, str]] = {
         "the mask must be boolean (True = may attend), not of dtype {dtype}.",
     ),
     "mask_3d": (
-        "una máscara de 3 ejes, {got}, se alinea mal con las puntuaciones (B, H, T, T): "
-        "su eje B cae sobre el eje de las cabezas. Añade el eje de las cabezas: (B, 1, T, T).",
-        "a mask with 3 axes, {got}, lines up wrongly with the scores (B, H, T, T): its B axis "
-        "falls on the heads' axis. Add the heads' axis: (B, 1, T, T).",
+        "una máscara de 3 ejes, {got}, se alinea mal con las puntuaciones (B, H, T, T): su eje B cae sobre el "
+        "eje de las cabezas. Le falta el eje de las cabezas: (B, 1, T, T).",
+        "a mask with 3 axes, {got}, lines up wrongly with the scores (B, H, T, T): its B axis falls on the "
+        "heads' axis. It needs the heads' axis: (B, 1, T, T).",
     ),
     "mask_shape": (
-        "la máscara tiene forma {got}; debe poder extenderse (broadcast) a (B, H, T, T), "
-        "p. ej. (B, 1, T, T).",
+        "la máscara tiene forma {got}; debe poder extenderse (broadcast) a (B, H, T, T), p. ej. (B, 1, T, T).",
         "the mask has shape {got}; it must broadcast to (B, H, T, T), e.g. (B, 1, T, T).",
     ),
     "mask_future": (
-        "la parte causal deja ver el futuro: cada posición puede atender a sí misma y a las "
-        "anteriores, es decir, en la diagonal y por debajo (`tril`), no por encima (`triu`).",
-        "the causal part lets positions see the future: each position may attend to itself and to "
-        "earlier ones, on and below the diagonal (`tril`), not above it (`triu`).",
+        "la parte causal deja ver el futuro: cada posición puede atender a sí misma y a las anteriores, es "
+        "decir, en la diagonal y por debajo, no por encima.",
+        "the causal part lets positions see the future: each position may attend to itself and to earlier "
+        "ones, on and below the diagonal, not above it.",
+    ),
+    "mask_no_diagonal": (
+        "la parte causal quita la diagonal: cada posición también puede atender a sí misma (si no, la "
+        "primera fila queda sin ninguna clave).",
+        "the causal part removes the diagonal: each position may also attend to itself (otherwise the first "
+        "row has no key at all).",
+    ),
+    "mask_sees_next": (
+        "la parte causal deja ver una posición de más: la posición t ve la t + 1. Solo la diagonal y lo que "
+        "queda por debajo.",
+        "the causal part lets one position too many through: position t sees t + 1. Only the diagonal and "
+        "below it.",
     ),
     "mask_no_padding": (
         "falta la parte de relleno: las claves que son `pad_id` no deben recibir atención.",
@@ -198,58 +258,27 @@ HINTS: dict[str, tuple[str, str]] = {
         "the causal part is missing: a position must not see later ones.",
     ),
     "mask_padding_rows": (
-        "el relleno bloquea filas (consultas) en lugar de columnas (claves): la máscara de relleno "
-        "tiene forma (B, 1, 1, T) y va sobre el último eje.",
-        "padding blocks rows (queries) instead of columns (keys): the padding mask has shape "
-        "(B, 1, 1, T) and acts on the last axis.",
+        "el relleno bloquea filas (consultas) en lugar de columnas (claves): la máscara de relleno tiene forma "
+        "(B, 1, 1, T) y va sobre el último eje.",
+        "padding blocks rows (queries) instead of columns (keys): the padding mask has shape (B, 1, 1, T) and "
+        "acts on the last axis.",
     ),
     "mask_pad_zero": (
         "parece que tomas el relleno como el id 0: usa el argumento `pad_id`.",
         "it looks like you take padding to be id 0: use the `pad_id` argument.",
     ),
     "mask_wrong": (
-        "la máscara no es la combinación (AND) de la causal y la de relleno.",
-        "the mask is not the combination (AND) of the causal and the padding masks.",
+        "la máscara no es la combinación (AND) de la causal y la de relleno. Mírala en una frase sin relleno "
+        "(debe ser el triángulo inferior con la diagonal) y en una con relleno (sus columnas, todas False).",
+        "the mask is not the combination (AND) of the causal and the padding masks. Look at it for a sentence "
+        "without padding (the lower triangle with the diagonal) and for one with padding (its columns all "
+        "False).",
     ),
-}
+})
 
-
-def hint(lang: str, key: str, **fields: Any) -> Feedback:
-    """The "not yet" feedback for one of :data:`HINTS`."""
-    es, en = HINTS[key]
-    return not_yet(lang, es.format(**fields), en.format(**fields))
-
-
-def _close(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
-
-
-def _tensor(lang: str, x: Any) -> Tensor:
-    """The student's result as a float tensor, or a "not yet" (raised as Unfinished)."""
-    from ._core import Unfinished
-
-    if not isinstance(x, Tensor):
-        raise Unfinished(hint(lang, "not_tensor"))
-    return x.detach()
-
-
-def _first_match(got: Tensor, candidates: dict[str, Tensor]) -> str | None:
-    for key, value in candidates.items():
-        if _close(got, value):
-            return key
-    return None
-
-
-def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call ``fn`` once more on a harder case; a crash there is a hint, not a traceback."""
-    import warnings
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn(*args)
-    except Exception:
-        return None
+_SOFTMAX = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+            "torch.nn.Softmax.forward", "torch._softmax", "torch.log_softmax", "torch.Tensor.log_softmax",
+            "torch.nn.functional.log_softmax", "torch.special.log_softmax", "torch.nn.LogSoftmax.forward")
 
 
 def _cases(seed: int, *shapes: tuple[int, ...]) -> list[Tensor]:
@@ -257,41 +286,64 @@ def _cases(seed: int, *shapes: tuple[int, ...]) -> list[Tensor]:
     return [torch.randn(*s, generator=g) for s in shapes]
 
 
+def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
+    """The answer on a batched case; a crash there also says that a batch is what broke it."""
+    try:
+        return tensor(lang, attempt(lang, fn, *args))
+    except Unfinished as stopped:
+        es, en = HINTS["batched"]
+        raise stop(Feedback(False, f"{stopped.feedback.message}\n{sentence(tr(lang, es, en))}")) from None
+
+
+def _answer(lang: str, fn: Callable[..., Any], *args: Any, want: Tensor, float_answer: bool = True) -> Tensor:
+    """The student's answer as a tensor of ``want``'s shape, or the check stops with a hint."""
+    got = tensor(lang, attempt(lang, fn, *args))
+    if got.shape != want.shape:
+        raise stop(wrong_shape(lang, got, tuple(want.shape)))
+    if float_answer and not got.is_floating_point():
+        raise stop(HINTS(lang, "softmax_not_float", dtype=str(got.dtype).removeprefix("torch.")))
+    return got
+
+
 # --------------------------------------------------------------------------- notebook 01
 
 
 @checker
 def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str = "es") -> Feedback:
-    """Exercise: softmax over the last axis, numerically stable.
+    """Exercise: softmax over the last axis with ``torch.exp``, numerically stable.
 
-    ``softmax(x)`` takes scores (..., S) and returns weights of the same shape whose last
-    axis sums to 1.
+    ``softmax(x)`` takes scores (..., S) and returns weights of the same shape whose last axis
+    sums to 1. The statement forbids ``torch.softmax``: it is switched off while the answer runs.
     """
+
+    def run(x: Tensor) -> Tensor:
+        with forbid(_SOFTMAX, "el ejercicio es escribir la softmax tú, con `torch.exp`.",
+                    "the exercise is to write the softmax yourself, with `torch.exp`."):
+            return _answer(lang, softmax, x.clone(), want=x)
+
     (x,) = _cases(1, (3, 5))
-    x = x * 3
-    got = _tensor(lang, attempt(lang, softmax, x.clone()))
-    if got.shape != x.shape:
-        return hint(lang, "wrong_shape", got=tuple(got.shape), want=tuple(x.shape))
-    if not _close(got, torch.softmax(x, dim=-1)):
+    x = 3 * x
+    got = run(x)
+    if not close(got, torch.softmax(x, dim=-1)):
         e = x.exp()
-        key = _first_match(got, {
+        key = first_match(got, {
             "wrong_axis": torch.softmax(x, dim=-2),
             "softmax_global_sum": e / e.sum(),
             "softmax_no_normalise": e,
         })
-        if key is None and not torch.allclose(got.sum(-1), torch.ones(3), atol=1e-4):
+        if key is None and not close(got.double().sum(-1), torch.ones(3), atol=1e-4):
             key = "softmax_no_normalise"
-        return hint(lang, key or "wrong_values")
-    big = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -999.0]])
-    got = _tensor(lang, attempt(lang, softmax, big.clone()))
-    if not torch.isfinite(got).all():
-        return hint(lang, "softmax_overflow")
-    if not _close(got, torch.softmax(big, dim=-1)):
-        return hint(lang, "softmax_overflow")
+        return HINTS(lang, key or "wrong_values")
+    near = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -999.0]])  # rows spanning 2 units
+    got = run(near)
+    if not close(got, torch.softmax(near, dim=-1)):
+        return HINTS(lang, "softmax_global_max" if bool(torch.isfinite(got[0]).all()) else "softmax_overflow")
+    spread = torch.tensor([[1000.0, 0.0, -5.0], [-1000.0, 5.0, 0.0], [3.0, 800.0, -800.0]])  # rows spanning 1000s
+    if not close(run(spread), torch.softmax(spread, dim=-1)):
+        return HINTS(lang, "softmax_shift_not_max")
     (x3,) = _cases(2, (2, 4, 6))
-    got = _quietly(softmax, x3.clone())
-    if not isinstance(got, Tensor) or not _close(got.detach(), torch.softmax(x3, dim=-1)):
-        return hint(lang, "batched")
+    if not close(run(x3), torch.softmax(x3, dim=-1)):
+        return HINTS(lang, "softmax_batched")
     return correct(
         lang,
         "Restar el máximo no cambia el resultado y evita el desbordamiento (overflow).",
@@ -299,14 +351,18 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str = "es") -> Feed
     )
 
 
-def _weights_candidates(q: Tensor, k: Tensor) -> dict[str, Tensor]:
-    raw = q @ k.transpose(-2, -1)
-    d_k = q.size(-1)
-    return {
-        "no_scale": torch.softmax(raw, dim=-1),
-        "scale_d_k": torch.softmax(raw / d_k, dim=-1),
-        "wrong_axis": torch.softmax(raw / math.sqrt(d_k), dim=-2),
-    }
+@explain(
+    "Restar a cada fila su máximo no cambia la softmax (el factor e^(−máx) se cancela al dividir) y deja "
+    "todos los exponentes ≤ 0: `exp` nunca se desborda y el mayor término vale 1, así que la suma nunca es 0. "
+    "`keepdim=True` conserva el eje para que la resta y la división se extiendan fila a fila, con o sin lote.",
+    "Subtracting each row's maximum leaves the softmax unchanged (the factor e^(−max) cancels in the division) "
+    "and makes every exponent ≤ 0: `exp` never overflows and the largest term is 1, so the sum is never 0. "
+    "`keepdim=True` keeps the axis so that the subtraction and the division broadcast row by row, batched or "
+    "not.",
+)
+def solution_softmax(x):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
 
 
 @checker
@@ -315,22 +371,45 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
 
     ``attention_weights(q, k)`` takes q (..., T, d_k) and k (..., S, d_k) and returns (..., T, S).
     """
-    q, k = _cases(3, (3, 8), (5, 8))
+    q, k = _cases(3, (3, 8), (5, 8))  # T = 3, S = 5, d_k = 8
     q, k = 2 * q, 2 * k
-    want = torch.softmax(q @ k.T / math.sqrt(8), dim=-1)
-    got = _tensor(lang, attempt(lang, attention_weights, q.clone(), k.clone()))
+    raw = q @ k.T  # (T, S)
+    want = torch.softmax(raw / math.sqrt(8), dim=-1)
+    got = tensor(lang, attempt(lang, attention_weights, q.clone(), k.clone()))
     if got.shape == (5, 3):
-        return hint(lang, "weights_transposed")
+        return HINTS(lang, "weights_transposed")
     if got.shape != want.shape:
-        return hint(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
-    if not _close(got, want):
-        return hint(lang, _first_match(got, _weights_candidates(q, k)) or "wrong_values")
-    qb, kb = _cases(4, (2, 4, 6), (2, 7, 6))
-    wb = torch.softmax(qb @ kb.transpose(-2, -1) / math.sqrt(6), dim=-1)
-    got = _quietly(attention_weights, qb.clone(), kb.clone())
-    if not isinstance(got, Tensor) or not _close(got.detach(), wb):
-        return hint(lang, "batched")
+        return wrong_shape(lang, got, tuple(want.shape))
+    if not close(got, want):
+        key = first_match(got, {
+            "no_scale": torch.softmax(raw, dim=-1),
+            "scale_d_k": torch.softmax(raw / 8, dim=-1),
+            "scale_length": torch.softmax(raw / math.sqrt(3), dim=-1),
+            "wrong_axis": torch.softmax(raw / math.sqrt(8), dim=-2),
+        })
+        if key is None and close(got, torch.softmax(raw / math.sqrt(5), dim=-1)):
+            key = "scale_length"
+        return HINTS(lang, key or "wrong_values")
+    qb, kb = _cases(4, (2, 4, 6), (2, 7, 6))  # B = 2, T = 4, S = 7, d_k = 6
+    rawb = qb @ kb.transpose(-2, -1)  # (B, T, S)
+    got = _on_batch(lang, attention_weights, qb.clone(), kb.clone())
+    if not close(got, torch.softmax(rawb / math.sqrt(6), dim=-1)):
+        key = first_match(got, {"scale_shape_index": torch.softmax(rawb / math.sqrt(4), dim=-1)})
+        return HINTS(lang, key or "batched")
     return correct(lang, "Cada fila reparte 1 entre las claves.", "Each row shares 1 among the keys.")
+
+
+@explain(
+    "Las puntuaciones son los productos escalares de cada consulta con cada clave, `q @ kᵀ` (T, S); "
+    "`transpose(-2, -1)` traspone solo los dos últimos ejes, así que sirve también con lotes. La escala es "
+    "√d_k, el tamaño del último eje de `q`, y la softmax va sobre las claves (el último eje).",
+    "The scores are the dot products of every query with every key, `q @ kᵀ` (T, S); `transpose(-2, -1)` "
+    "swaps only the last two axes, so it works with batches too. The scale is √d_k, the size of `q`'s last "
+    "axis, and the softmax runs over the keys (the last axis).",
+)
+def solution_attention_weights(q, k):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
+    return torch.softmax(scores, dim=-1)
 
 
 @checker
@@ -340,41 +419,59 @@ def check_self_attention(
     """Exercise: self-attention of x with projection matrices.
 
     ``self_attention(x, W_q, W_k, W_v)`` takes x (T, d_model), W_q and W_k (d_model, d_k),
-    W_v (d_model, d_v) and returns softmax(Q Kᵀ / √d_k) V, shape (T, d_v).
+    W_v (d_model, d_v) and returns softmax(Q Kᵀ / √d_k) V, shape (T, d_v). The case has
+    T = 5, d_model = 7, d_k = 3, d_v = 2, so that every width is told apart.
     """
-    x, W_q, W_k, W_v = _cases(5, (4, 9), (9, 4), (9, 4), (9, 3))
+    x, W_q, W_k, W_v = _cases(5, (5, 7), (7, 3), (7, 3), (7, 2))
+    x = 1.5 * x
     Q, K, V = x @ W_q, x @ W_k, x @ W_v
-    d_k, d_model = Q.size(-1), x.size(-1)
-    raw = Q @ K.T
+    raw = Q @ K.T  # (T, T)
 
     def attn(scores: Tensor, values: Tensor = V, dim: int = -1) -> Tensor:
         return torch.softmax(scores, dim=dim) @ values
 
-    want = attn(raw / math.sqrt(d_k))
-    got = _tensor(lang, attempt(lang, self_attention, x.clone(), W_q.clone(), W_k.clone(), W_v.clone()))
-    if _close(got, torch.softmax(raw / math.sqrt(d_k), dim=-1)):
-        return hint(lang, "returns_weights")
-    if _close(got, attn(raw / math.sqrt(d_k), x)):
-        return hint(lang, "values_are_x")
+    want = attn(raw / math.sqrt(3))
+    got = tensor(lang, attempt(lang, self_attention, x.clone(), W_q.clone(), W_k.clone(), W_v.clone()))
+    if close(got, torch.softmax(raw / math.sqrt(3), dim=-1)):
+        return HINTS(lang, "returns_weights")
+    if close(got, attn(raw / math.sqrt(3), x)):
+        return HINTS(lang, "values_are_x")
     if got.shape != want.shape:
-        return hint(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
-    if not _close(got, want):
-        key = _first_match(got, {
-            "scale_d_model": attn(raw / math.sqrt(d_model)),
+        return wrong_shape(lang, got, tuple(want.shape))
+    if not close(got, want):
+        key = first_match(got, {
+            "scale_d_model": attn(raw / math.sqrt(7)),
+            "scale_length": attn(raw / math.sqrt(5)),
+            "scale_d_v": attn(raw / math.sqrt(2)),
             "no_scale": attn(raw),
-            "scale_d_k": attn(raw / d_k),
-            "wrong_axis": torch.softmax(raw / math.sqrt(d_k), dim=-2) @ V,
-            "swapped_qk": attn(raw.T / math.sqrt(d_k)),
-            "no_projection": attn(x @ x.T / math.sqrt(d_k)),
+            "scale_d_k": attn(raw / 3),
+            "wrong_axis": attn(raw / math.sqrt(3), dim=-2),
+            "swapped_qk": attn(raw.T / math.sqrt(3)),
         })
-        if key is None and _close(got, attn(x @ x.T / math.sqrt(d_model))):
-            key = "no_projection"
-        return hint(lang, key or "wrong_values")
+        if key is None:
+            xx = x @ x.T
+            key = first_match(got, {"no_projection": attn(xx / math.sqrt(3))}) or first_match(
+                got, {"no_projection": attn(xx / math.sqrt(7))})
+        return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
         "Esto es una cabeza de autoatención (self-attention).",
         "This is one head of self-attention.",
     )
+
+
+@explain(
+    "Primero las tres proyecciones: Q = x W_Q y K = x W_K (T, d_k), V = x W_V (T, d_v). Las puntuaciones "
+    "Q Kᵀ (T, T) se dividen entre √d_k, el ancho de Q y K (no d_model, el de x, ni T, el número de tokens); "
+    "la softmax de cada fila reparte 1 entre las claves y esos pesos combinan las filas de V.",
+    "First the three projections: Q = x W_Q and K = x W_K (T, d_k), V = x W_V (T, d_v). The scores Q Kᵀ "
+    "(T, T) are divided by √d_k, the width of Q and K (not d_model, that of x, nor T, the number of tokens); "
+    "each row's softmax shares 1 among the keys, and those weights combine the rows of V.",
+)
+def solution_self_attention(x, W_q, W_k, W_v):
+    Q, K, V = x @ W_q, x @ W_k, x @ W_v  # (T, d_k), (T, d_k), (T, d_v)
+    weights = torch.softmax(Q @ K.T / math.sqrt(K.size(-1)), dim=-1)  # (T, T)
+    return weights @ V  # (T, d_v)
 
 
 # --------------------------------------------------------------------------- notebook 02
@@ -387,17 +484,17 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str = 
         (x,) = _cases(seed, (B, T, D))
         Dh = D // H
         want = x.view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-        got = _tensor(lang, attempt(lang, split_heads, x.clone(), H))
+        got = tensor(lang, attempt(lang, split_heads, x.clone(), H))
         if got.shape == (B, T, H, Dh):
-            return hint(lang, "heads_no_transpose")
+            return HINTS(lang, "heads_no_transpose")
         if got.shape != want.shape:
-            return hint(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
-        if not torch.equal(got, want):
-            key = _first_match(got, {
+            return wrong_shape(lang, got, tuple(want.shape))
+        if not close(got, want, atol=0.0, rtol=0.0):
+            key = first_match(got, {
                 "heads_direct_view": x.reshape(B, H, T, Dh),
                 "heads_interleaved": x.view(B, T, Dh, H).permute(0, 3, 1, 2),
             })
-            return hint(lang, key or "wrong_values")
+            return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
         "Las cabezas son solo otra forma de mirar las mismas columnas: no hay copia de datos.",
@@ -405,15 +502,38 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str = 
     )
 
 
-def _masked_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    return scaled_dot_product_attention(q, k, v, mask)
+@explain(
+    "`view(B, T, H, d_head)` parte el último eje en H bloques contiguos de d_head columnas (la cabeza h "
+    "recibe las columnas h·d_head … (h+1)·d_head − 1); `transpose(1, 2)` lleva el eje de las cabezas delante "
+    "del de las posiciones. Ver `x` directamente como (B, H, T, d_head) daría la forma correcta con los "
+    "números mezclados.",
+    "`view(B, T, H, d_head)` splits the last axis into H contiguous blocks of d_head columns (head h gets "
+    "columns h·d_head … (h+1)·d_head − 1); `transpose(1, 2)` moves the heads' axis in front of the positions' "
+    "axis. Viewing `x` directly as (B, H, T, d_head) would give the right shape with the numbers mixed up.",
+)
+def solution_split_heads(x, n_heads):
+    B, T, D = x.shape
+    return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_head)
 
 
-def _naive(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, dim: int = -1) -> Tensor:
+def _naive(q: Tensor, k: Tensor, mask: Tensor | None, scale: float, dim: int = -1) -> Tensor:
     scores = q @ k.transpose(-2, -1) / scale
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=dim)
+    return torch.nan_to_num(torch.softmax(scores, dim=dim))  # NaN counts as 0: a mistake may lack the guard
+
+
+def _pair(lang: str, result: Any, want_out: Tensor, want_w: Tensor) -> tuple[Tensor, Tensor]:
+    """The student's ``(output, weights)``, checked for type, order and shapes."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise stop(HINTS(lang, "not_tuple"))
+    out, w = (tensor(lang, r) for r in result)
+    if out.shape == want_w.shape and w.shape == want_out.shape and want_w.shape != want_out.shape:
+        raise stop(HINTS(lang, "swapped_outputs"))
+    for got, want in ((w, want_w), (out, want_out)):
+        if got.shape != want.shape:
+            raise stop(wrong_shape(lang, got, tuple(want.shape)))
+    return out, w
 
 
 @checker
@@ -432,47 +552,37 @@ def check_masked_attention(
     lengths = torch.tensor([5, 3])
     keys_ok = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
     mask = keys_ok[:, None, None, :] & torch.ones(T, S, dtype=torch.bool).tril(diagonal=2)  # (B, 1, T, S)
-    want_out, want_w = _masked_reference(q, k, v, mask)
+    want_out, want_w = scaled_dot_product_attention(q, k, v, mask)
 
     result = attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), mask.clone())
-    if not isinstance(result, tuple) or len(result) != 2:
-        return hint(lang, "not_tuple")
-    out, w = (_tensor(lang, r) for r in result)
-    if w.shape != want_w.shape:
-        return hint(lang, "wrong_shape", got=tuple(w.shape), want=tuple(want_w.shape))
-    if not _close(w, want_w):
+    out, w = _pair(lang, result, want_out, want_w)
+    if not close(w, want_w):
         sq = math.sqrt(Dh)
-        # NaN counts as 0 here: a mistake may or may not come with the empty-row guard.
-        candidates = {
-            "mask_inverted": _naive(q, k, v, ~mask, sq),
-            "mask_ignored": _naive(q, k, v, None, sq),
-            "scale_d_model_heads": _naive(q, k, v, mask, math.sqrt(H * Dh)),
-            "no_scale": _naive(q, k, v, mask, 1.0),
-            "scale_d_k": _naive(q, k, v, mask, float(Dh)),
-            "wrong_axis": _naive(q, k, v, mask, sq, dim=-2),
-        }
-        key = _first_match(torch.nan_to_num(w), {k_: torch.nan_to_num(c) for k_, c in candidates.items()})
+        key = first_match(torch.nan_to_num(w), {
+            "mask_inverted": _naive(q, k, ~mask, sq),
+            "mask_ignored": _naive(q, k, None, sq),
+            "scale_d_model_heads": _naive(q, k, mask, math.sqrt(H * Dh)),
+            "no_scale": _naive(q, k, mask, 1.0),
+            "scale_d_k": _naive(q, k, mask, float(Dh)),
+            "wrong_axis": _naive(q, k, mask, sq, dim=-2),
+        })
         if key is None and not torch.isfinite(w).all():
             key = "nan"
-        return hint(lang, key or "wrong_values")
-    if not _close(out, want_out):
-        return hint(lang, "output_wrong")
+        return HINTS(lang, key or "wrong_values")
+    if not close(out, want_out):
+        return HINTS(lang, "output_wrong")
 
     # A batch whose second sequence is all padding: its rows have no allowed key.
     empty = torch.tensor([[True, True, False, False, False], [False] * S])[:, None, None, :]  # (B, 1, 1, S)
-    want_out, want_w = _masked_reference(q, k, v, empty)
-    result = attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), empty.clone())
-    if not isinstance(result, tuple) or len(result) != 2:
-        return hint(lang, "not_tuple")
-    out, w = (_tensor(lang, r) for r in result)
-    if out.shape != want_out.shape or w.shape != want_w.shape:
-        return hint(lang, "wrong_shape", got=tuple(w.shape), want=tuple(want_w.shape))
+    want_out, want_w = scaled_dot_product_attention(q, k, v, empty)
+    out, w = _pair(lang, attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), empty.clone()),
+                   want_out, want_w)
     if not (torch.isfinite(w).all() and torch.isfinite(out).all()):
-        return hint(lang, "empty_row_nan")
-    if torch.allclose(w[1], torch.full_like(w[1], 1.0 / S), atol=1e-4):
-        return hint(lang, "empty_row_uniform")
-    if not (_close(w, want_w) and _close(out, want_out)):
-        return hint(lang, "empty_row_other")
+        return HINTS(lang, "empty_row_nan")
+    if close(w[1], torch.full_like(w[1], 1.0 / S), atol=1e-4):
+        return HINTS(lang, "empty_row_uniform")
+    if not (close(w, want_w) and close(out, want_out)):
+        return HINTS(lang, "empty_row_other")
     return correct(
         lang,
         "Las filas sin claves permitidas dan ceros, sin NaN.",
@@ -480,15 +590,35 @@ def check_masked_attention(
     )
 
 
+@explain(
+    "Las puntuaciones de todas las cabezas salen de un solo `einsum` (B, H, T, S), escaladas por √d_head. "
+    "Donde la máscara es False se pone −∞, y la softmax les da peso 0. Una fila sin ninguna clave permitida "
+    "sería toda −∞ y daría 0/0 = NaN: esas filas se ponen a cero después de la softmax, y entonces su salida, "
+    "pesos por valores, también es cero.",
+    "The scores of every head come from one `einsum` (B, H, T, S), scaled by √d_head. Where the mask is "
+    "False they become −∞, and the softmax gives them weight 0. A row with no allowed key would be all −∞ "
+    "and give 0/0 = NaN: those rows are set to zero after the softmax, and then their output, weights times "
+    "values, is zero too.",
+)
+def solution_masked_attention(q, k, v, mask):
+    scores = torch.einsum("bhtd,bhsd->bhts", q, k) / math.sqrt(q.size(-1))  # (B, H, T, S)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # rows with no allowed key
+    return weights @ v, weights  # (B, H, T, d_head), (B, H, T, S)
+
+
 def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
     T = tokens.size(1)
-    tril = torch.ones(T, T, dtype=torch.bool).tril()
-    triu = torch.ones(T, T, dtype=torch.bool).triu()
+    ones = torch.ones(T, T, dtype=torch.bool)
+    tril = ones.tril()
     keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
     rows = (tokens != pad_id)[:, None, :, None]  # (B, 1, T, 1)
     return {
         "mask_inverted": ~(keys & tril),
-        "mask_future": keys & triu,
+        "mask_future": keys & ones.triu(),
+        "mask_no_diagonal": keys & ones.tril(-1),
+        "mask_sees_next": keys & ones.tril(1),
         "mask_no_padding": tril.expand(tokens.size(0), 1, T, T),
         "mask_no_causal": keys.expand(-1, 1, T, T),
         "mask_padding_rows": rows & tril,
@@ -511,22 +641,38 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
     for tokens, pad_id in cases:
         B, T = tokens.shape
         want = combine_masks(padding_mask(tokens, pad_id), causal_mask(T))  # (B, 1, T, T)
-        got = _tensor(lang, attempt(lang, decoder_mask, tokens.clone(), pad_id))
+        got = tensor(lang, attempt(lang, decoder_mask, tokens.clone(), pad_id))
         if got.dtype != torch.bool:
-            return hint(lang, "mask_not_bool", dtype=str(got.dtype).removeprefix("torch."))
+            return HINTS(lang, "mask_not_bool", dtype=str(got.dtype).removeprefix("torch."))
         if got.dim() == 3:
-            return hint(lang, "mask_3d", got=tuple(got.shape))
+            return HINTS(lang, "mask_3d", got=tuple(got.shape))
         try:
             full = got.expand(B, H, T, T)
         except RuntimeError:
-            return hint(lang, "mask_shape", got=tuple(got.shape))
+            return HINTS(lang, "mask_shape", got=tuple(got.shape))
         if not torch.equal(full, want.expand(B, H, T, T)):
             for key, value in _decoder_candidates(tokens, pad_id).items():
                 if torch.equal(full, value.expand(B, H, T, T)):
-                    return hint(lang, key)
-            return hint(lang, "mask_wrong")
+                    return HINTS(lang, key)
+            return HINTS(lang, "mask_wrong")
     return correct(
         lang,
         "Así es la máscara de la autoatención del decodificador (decoder).",
         "This is the mask of the decoder's self-attention.",
     )
+
+
+@explain(
+    "Dos máscaras que se combinan con AND (`&`): la de relleno, (B, 1, 1, T), dice qué claves no son `pad_id` "
+    "y se extiende a todas las filas; la causal, (T, T), es el triángulo inferior con la diagonal (cada "
+    "posición ve a sí misma y a las anteriores). La difusión (broadcasting) da (B, 1, T, T), que se extiende "
+    "a las H cabezas.",
+    "Two masks combined with AND (`&`): the padding one, (B, 1, 1, T), says which keys are not `pad_id` and "
+    "extends over every row; the causal one, (T, T), is the lower triangle with the diagonal (each position "
+    "sees itself and earlier ones). Broadcasting gives (B, 1, T, T), which extends to the H heads.",
+)
+def solution_decoder_mask(tokens, pad_id):
+    T = tokens.size(1)
+    keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
+    causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()  # (T, T)
+    return keys & causal  # (B, 1, T, T)

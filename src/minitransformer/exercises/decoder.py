@@ -1,6 +1,7 @@
 """Checkers for the decoder notebook (05): shifted targets, cross-attention, the decoder layer.
 
-The right answers come from the package (:mod:`minitransformer.attention`, :mod:`minitransformer.layers`); each typical mistake gets its own hint.
+The right answers come from the package (:mod:`minitransformer.attention`, :mod:`minitransformer.layers`);
+each typical mistake gets its own hint.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from torch import Tensor
 from ..attention import padding_mask, scaled_dot_product_attention
 from ..layers import DecoderLayer
 from ..model import target_mask
-from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet
+from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, wrong_shape
+from .registry import explain
 
 __all__ = ["check_shift_right", "check_cross_attention", "check_decoder_layer"]
 
@@ -43,11 +45,11 @@ def _layer_variants(layer: DecoderLayer, x: Tensor, memory: Tensor, tgt_mask: Te
     sa, ca, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
     n1, n2, n3 = layer.norm1, layer.norm2, layer.norm3
 
-    def post(self_mask=tgt_mask, kv_from_x=False, query_from_input=False, norms=(n1, n2, n3)):
+    def post(self_mask=tgt_mask, kv_from_x=False, query_from_input=False, norms=(n1, n2, n3), cross_mask=memory_mask):
         x1 = norms[0](x + sa(x, x, x, self_mask)[0])
         q = x if query_from_input else x1
         kv = x1 if kv_from_x else memory
-        x2 = norms[1](x1 + ca(q, kv, kv, tgt_mask if kv_from_x else memory_mask)[0])
+        x2 = norms[1](x1 + ca(q, kv, kv, tgt_mask if kv_from_x else cross_mask)[0])
         return norms[2](x2 + ff(x2))
 
     h = n1(x)
@@ -72,6 +74,15 @@ def _layer_variants(layer: DecoderLayer, x: Tensor, memory: Tensor, tgt_mask: Te
         (post(self_mask=None),
          "la autoatención necesita `tgt_mask`: sin ella cada posición ve el futuro.",
          "the self-attention needs `tgt_mask`: without it every position sees the future."),
+        (post(cross_mask=None),
+         "la atención cruzada necesita `memory_mask`: sin ella el decodificador atiende también al relleno del "
+         "origen.",
+         "cross-attention needs `memory_mask`: without it the decoder also attends to the source's padding."),
+        (post(self_mask=None, cross_mask=None),
+         "ninguna de las dos atenciones recibe su máscara: la autoatención necesita `tgt_mask` y la atención "
+         "cruzada `memory_mask`.",
+         "neither attention gets its mask: the self-attention needs `tgt_mask` and cross-attention "
+         "`memory_mask`."),
         (post(norms=(n1, n1, n1)),
          "cada subcapa tiene su propia LayerNorm: `norm1`, `norm2` y `norm3`, en ese orden.",
          "each sublayer has its own LayerNorm: `norm1`, `norm2` and `norm3`, in that order."),
@@ -111,26 +122,22 @@ def check_decoder_layer(
     if not isinstance(got, Tensor):
         return not_a_tensor(lang, got)
     if got.shape != expected.shape:
-        return not_yet(
-            lang,
-            f"la salida debe tener la forma de `x`, {tuple(x.shape)}, y tiene {tuple(got.shape)}.",
-            f"the output must have the shape of `x`, {tuple(x.shape)}, it has {tuple(got.shape)}.",
-        )
+        return wrong_shape(lang, got, x.shape, ", la de `x`", ", that of `x`")
     if _close(got, expected):
         return correct(
             lang,
             "Autoatención enmascarada, atención cruzada y red prealimentada, cada una con residuo y LayerNorm.",
             "Masked self-attention, cross-attention and feed-forward, each with residual and LayerNorm.",
         )
-    for wrong, es, en in variants:
-        if _close(got, wrong):
-            return not_yet(lang, es, en)
+    name_mistake(lang, got, variants, **_TOL)
     return not_yet(
         lang,
-        "sigue las tres ecuaciones: x1 = norm1(x + self_attn(x, x, x)), x2 = norm2(x1 + cross_attn(x1, memory, "
-        "memory)), salida = norm3(x2 + feed_forward(x2)).",
-        "follow the three equations: x1 = norm1(x + self_attn(x, x, x)), x2 = norm2(x1 + cross_attn(x1, memory, "
-        "memory)), output = norm3(x2 + feed_forward(x2)).",
+        "la salida no coincide con la capa del artículo. Repasa las tres subcapas en orden (autoatención "
+        "enmascarada, atención cruzada sobre la memoria, red prealimentada): qué recibe cada una, con qué "
+        "máscara, y que cada una lleva su residuo y su propia LayerNorm.",
+        "the output does not match the paper's layer. Go over the three sublayers in order (masked "
+        "self-attention, cross-attention over the memory, feed-forward): what each one takes, with which mask, "
+        "and that each has its residual and its own LayerNorm.",
     )
 
 
@@ -241,8 +248,11 @@ def _softmax_keys(scores: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=dim)
 
 
+_TOL = {"atol": 1e-5, "rtol": 1e-4}
+
+
 def _close(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True))
+    return close(a, b, **_TOL)
 
 
 @checker
@@ -264,6 +274,9 @@ def check_cross_attention(
             )
         out, weights = got
         (B, T, D), S = x.shape, memory.size(1)
+        if out.shape == (B, T, S) and weights.shape == (B, T, D) and S != D:
+            return not_yet(lang, "devuelves `(weights, out)`: el orden es `out, weights`.",
+                           "you return `(weights, out)`: the order is `out, weights`.")
         keys = (src != pad_id)[:, None, :]  # (B, 1, S)
         expected_out, expected = scaled_dot_product_attention(x, memory, memory, keys)  # (B, T, D), (B, T, S)
         if weights.shape == (B, S, T):
@@ -308,9 +321,7 @@ def check_cross_attention(
                  f"usa el argumento `pad_id` en lugar de un 0 fijo: aquí el relleno es el id {pad_id}.",
                  f"use the `pad_id` argument instead of a fixed 0: here padding is id {pad_id}."),
             ]
-            for wrong, es, en in hints:
-                if _close(weights, wrong):
-                    return not_yet(lang, es, en)
+            name_mistake(lang, weights, hints, **_TOL)
             return not_yet(
                 lang,
                 "los pesos deben ser softmax(x · memoryᵀ / √D) sobre las claves, con -inf en las claves de relleno.",
@@ -319,13 +330,59 @@ def check_cross_attention(
         if out.shape != (B, T, D) or not _close(out, expected_out):
             return not_yet(
                 lang,
-                "los pesos están bien, pero la salida no: los valores son la memoria, `out = weights @ memory`, de "
-                "forma (B, T, D).",
-                "the weights are right but the output is not: the values are the memory, `out = weights @ memory`, "
-                "with shape (B, T, D).",
+                "los pesos están bien, pero la salida no: sin proyecciones, los valores son también la memoria; "
+                "la salida los combina con esos pesos, de forma (B, T, D).",
+                "the weights are right but the output is not: without projections the values are the memory too; "
+                "the output combines them with those weights, with shape (B, T, D).",
             )
     return correct(
         lang,
         "Cada token de destino reparte su atención entre los tokens de origen que no son relleno.",
         "Each target token spreads its attention over the source tokens that are not padding.",
     )
+
+
+@explain(
+    "En la posición t el decodificador lee el token anterior, y[t−1], y debe predecir y[t]: la entrada es "
+    "`bos_id` seguido de `y` sin su último token, con la misma forma (B, T) y el mismo dtype que `y`. "
+    "`torch.cat` construye un tensor nuevo, así que `y` no cambia.",
+    "At position t the decoder reads the previous token, y[t−1], and must predict y[t]: the input is `bos_id` "
+    "followed by `y` without its last token, with the same shape (B, T) and dtype as `y`. `torch.cat` builds "
+    "a new tensor, so `y` does not change.",
+)
+def solution_my_shift_right(y, bos_id):
+    bos = torch.full((y.size(0), 1), bos_id, dtype=y.dtype, device=y.device)  # (B, 1)
+    return torch.cat([bos, y[:, :-1]], dim=1)  # (B, T)
+
+
+@explain(
+    "Las consultas son los vectores del decodificador `x` y las claves y los valores, la memoria: las "
+    "puntuaciones `x · memoryᵀ` son (B, T, S), una fila por token de destino. Se dividen entre √D; las claves "
+    "de relleno del origen reciben −∞ (la máscara (B, 1, S) se extiende a todas las filas), y la softmax sobre "
+    "las claves les da peso 0. No hay máscara causal: el origen entero se conoce desde el principio.",
+    "The queries are the decoder's vectors `x` and the keys and values the memory: the scores "
+    "`x · memoryᵀ` are (B, T, S), one row per target token. They are divided by √D; the source's padding keys "
+    "get −∞ (the (B, 1, S) mask extends over every row), and the softmax over the keys gives them weight 0. "
+    "There is no causal mask: the whole source is known from the start.",
+)
+def solution_my_cross_attention(x, memory, src, pad_id):
+    scores = x @ memory.transpose(1, 2) / math.sqrt(x.size(-1))  # (B, T, S)
+    keys = (src != pad_id)[:, None, :]  # (B, 1, S)
+    weights = torch.softmax(scores.masked_fill(~keys, float("-inf")), dim=-1)  # (B, T, S)
+    return weights @ memory, weights  # (B, T, D), (B, T, S)
+
+
+@explain(
+    "Tres subcapas, cada una envuelta en su conexión residual y su propia LayerNorm (post-LN): la "
+    "autoatención enmascarada con `tgt_mask`; la atención cruzada, con consultas de la salida anterior y "
+    "claves y valores de la memoria, con `memory_mask`; y la red prealimentada. Las atenciones devuelven "
+    "`(salida, pesos)`: se usa la salida, `[0]`.",
+    "Three sublayers, each wrapped in its residual connection and its own LayerNorm (post-LN): masked "
+    "self-attention with `tgt_mask`; cross-attention, with queries from the previous output and keys and "
+    "values from the memory, with `memory_mask`; and the feed-forward network. The attentions return "
+    "`(output, weights)`: take the output, `[0]`.",
+)
+def solution_my_decoder_layer(layer, x, memory, tgt_mask, memory_mask):
+    x = layer.norm1(x + layer.self_attn(x, x, x, tgt_mask)[0])  # (B, T, D)
+    x = layer.norm2(x + layer.cross_attn(x, memory, memory, memory_mask)[0])  # (B, T, D)
+    return layer.norm3(x + layer.feed_forward(x))  # (B, T, D)

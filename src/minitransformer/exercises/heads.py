@@ -8,7 +8,8 @@ import torch
 from torch import Tensor
 
 from ..viz.heads import attention_to, top_heads
-from ._core import Feedback, attempt, checker, correct, not_yet
+from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, type_name
+from .registry import explain
 
 __all__ = ["check_strongest_head", "check_attention_row"]
 
@@ -29,6 +30,10 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
         want = top_heads(attention_to(maps, query, key), 1)[0]
         got = attempt(lang, strongest_head, [m.clone() for m in maps], query, key)
         if isinstance(got, Tensor):
+            if got.is_floating_point() or got.is_complex():
+                dtype = str(got.dtype).removeprefix("torch.")
+                return not_yet(lang, f"la capa y la cabeza son índices enteros, no {dtype}.",
+                               f"the layer and the head are integer indices, not {dtype}.")
             got = tuple(int(x) for x in got.flatten()) if got.numel() in (1, 2) else got
         if isinstance(got, int) or (isinstance(got, tuple) and len(got) == 1):
             return not_yet(
@@ -38,11 +43,17 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
                 "return a pair (layer, head), not a single number: if you used `argmax` on a "
                 "flattened (L·H) matrix, `divmod(i, H)` turns it into (layer, head).",
             )
+        pair = got if isinstance(got, (tuple, list)) and len(got) == 2 else None
+        if pair is not None and any(isinstance(x, float) or (isinstance(x, Tensor) and x.is_floating_point())
+                                    for x in pair):
+            return not_yet(lang, "la capa y la cabeza son índices enteros (sirven para indexar `maps`), no decimales.",
+                           "the layer and the head are integer indices (they index `maps`), not floats.")
         try:
-            got = (int(got[0]), int(got[1]))
-        except (TypeError, ValueError, IndexError):
-            return not_yet(lang, f"se esperaba un par (capa, cabeza) y tu función devolvió {got!r}.",
-                           f"a pair (layer, head) was expected and your function returned {got!r}.")
+            got = (int(pair[0]), int(pair[1]))
+        except (TypeError, ValueError, IndexError, RuntimeError):
+            what = type_name(got)
+            return not_yet(lang, f"se esperaba un par (capa, cabeza) de enteros y tu función devolvió {what}.",
+                           f"a pair (layer, head) of integers was expected and your function returned {what}.")
         if got == want:
             continue
         if got == want[::-1]:
@@ -59,10 +70,10 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
             )
         return not_yet(
             lang,
-            f"con query={query} y key={key} la cabeza correcta es {want} y tu función dio {got}: "
-            "compara `maps[l][0, h, query, key]` en todas las capas y cabezas.",
-            f"with query={query} and key={key} the right head is {want} and your function gave "
-            f"{got}: compare `maps[l][0, h, query, key]` over every layer and head.",
+            f"con query={query} y key={key} tu función dio {got}, pero otra cabeza da más peso: compara el "
+            "peso de la fila `query`, columna `key`, en todas las capas y cabezas.",
+            f"with query={query} and key={key} your function gave {got}, but another head gives more weight: "
+            "compare the weight in row `query`, column `key`, over every layer and head.",
         )
     return correct(lang, "Así se encuentran las cabezas en el cuaderno: con código, no a ojo.",
                    "That is how the notebook finds heads: with code, not by eye.")
@@ -80,26 +91,54 @@ def check_attention_row(attention_row, lang: str = "es") -> Feedback:
         want = torch.softmax(scores / math.sqrt(Dh), dim=-1)
         got = attempt(lang, attention_row, q.clone(), k.clone())
         if not isinstance(got, Tensor):
-            return not_yet(lang, "devuelve un tensor de PyTorch.", "return a PyTorch tensor.")
+            return not_a_tensor(lang, got)
         if got.shape != want.shape:
             return not_yet(lang, f"la forma debe ser (S,) = {tuple(want.shape)}, no {tuple(got.shape)}.",
                            f"the shape must be (S,) = {tuple(want.shape)}, not {tuple(got.shape)}.")
-        got = got.detach().float()
-        if torch.allclose(got, want, atol=1e-5):
+        got = got.detach()
+        if close(got, want, atol=1e-5, rtol=0.0):
             continue
-        if torch.allclose(got, torch.softmax(scores, dim=-1), atol=1e-5):
+        got = got.double()
+        if close(got, torch.softmax(scores, dim=-1), atol=1e-5, rtol=0.0):
             return not_yet(lang, "falta dividir las puntuaciones entre √d_head antes del softmax.",
                            "the scores must be divided by √d_head before the softmax.")
-        if torch.allclose(got, torch.softmax(scores / Dh, dim=-1), atol=1e-5):
+        if close(got, torch.softmax(scores / Dh, dim=-1), atol=1e-5, rtol=0.0):
             return not_yet(lang, "se divide entre la raíz cuadrada de d_head, no entre d_head.",
                            "divide by the square root of d_head, not by d_head.")
-        if torch.allclose(got, scores / math.sqrt(Dh), atol=1e-4):
+        if close(got, scores / math.sqrt(Dh), atol=1e-4, rtol=0.0):
             return not_yet(lang, "esas son las puntuaciones: falta el softmax para convertirlas en pesos.",
                            "those are the scores: a softmax turns them into weights.")
-        if abs(float(got.sum()) - 1.0) > 1e-4:
+        if not abs(float(got.sum()) - 1.0) <= 1e-4:
             return not_yet(lang, "los pesos de una consulta deben sumar 1: aplica el softmax sobre las S claves.",
                            "the weights of one query must add up to 1: apply softmax over the S keys.")
-        return not_yet(lang, "los pesos no coinciden: suma q ⊙ k_j sobre las dimensiones, divide entre √d_head y aplica softmax.",
-                       "the weights do not match: sum q ⊙ k_j over the dimensions, divide by √d_head, then softmax.")
+        return not_yet(lang, "los pesos suman 1 pero no coinciden: revisa las puntuaciones, el producto escalar de `q` "
+                       "con cada clave, antes de la escala y la softmax.",
+                       "the weights add up to 1 but do not match: check the scores, the dot product of `q` with each "
+                       "key, before the scale and the softmax.")
     return correct(lang, "Es exactamente lo que dibuja la vista de neuronas.",
                    "It is exactly what the neuron view draws.")
+
+
+@explain(
+    "Apilar los mapas da un tensor (L, 1, H, T, T); el peso de la posición `query` hacia la posición `key` en "
+    "cada capa y cabeza es la entrada [:, 0, :, query, key], una matriz (L, H). `argmax` sobre la matriz "
+    "aplanada da un índice l·H + h, y `divmod` lo separa en (capa, cabeza).",
+    "Stacking the maps gives an (L, 1, H, T, T) tensor; the weight from position `query` to position `key` in "
+    "every layer and head is the entry [:, 0, :, query, key], an (L, H) matrix. `argmax` over the flattened "
+    "matrix gives an index l·H + h, and `divmod` splits it into (layer, head).",
+)
+def solution_strongest_head(maps, query, key):
+    weights = torch.stack(maps)[:, 0, :, query, key]  # (L, H)
+    layer, head = divmod(int(weights.argmax()), weights.size(1))
+    return layer, head
+
+
+@explain(
+    "Una fila de la atención: el producto escalar de la consulta con cada clave, `k @ q` (S,), dividido entre "
+    "√d_head, y la softmax sobre las S claves para que los pesos sumen 1.",
+    "One row of attention: the dot product of the query with each key, `k @ q` (S,), divided by √d_head, and "
+    "the softmax over the S keys so that the weights add up to 1.",
+)
+def solution_attention_row(q, k):
+    scores = k @ q / math.sqrt(q.size(-1))  # (S,)
+    return torch.softmax(scores, dim=-1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -9,11 +10,12 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..model import Transformer, TransformerConfig
-from ._core import Feedback, attempt, checker, correct, not_yet
+from ._core import Feedback, Hints, attempt, checker, correct
+from .registry import explain
 
 __all__ = ["HINTS", "check_attention_shapes", "check_mha_parameters"]
 
-HINTS: dict[str, tuple[str, str]] = {
+HINTS = Hints({
     "not_triple": (
         "devuelve tres formas, `(encoder, decoder_self, cross)`, y cada una debe ser una tupla de 4 enteros.",
         "return three shapes, `(encoder, decoder_self, cross)`, each a tuple of 4 integers.",
@@ -61,17 +63,13 @@ HINTS: dict[str, tuple[str, str]] = {
         "they do not multiply them.",
     ),
     "wrong_count": (
-        "el número no coincide con el de `MultiHeadAttention(d_model, n_heads)`; cuenta pesos y "
-        "sesgos de cada `nn.Linear`.",
-        "the count does not match `MultiHeadAttention(d_model, n_heads)`; count the weights and "
-        "biases of each `nn.Linear`.",
+        "el número no coincide con el de `MultiHeadAttention(d_model, n_heads)` (con d_model = {d}, "
+        "n_heads = {h} se esperaban {want}, devuelves {got}); cuenta pesos y sesgos de cada `nn.Linear`.",
+        "the count does not match `MultiHeadAttention(d_model, n_heads)` (with d_model = {d}, n_heads = {h} "
+        "the count is {want}, you return {got}); count the weights and biases of each `nn.Linear`.",
     ),
-}
-
-
-def hint(lang: str, key: str) -> Feedback:
-    es, en = HINTS[key]
-    return not_yet(lang, es, en)
+})
+hint = HINTS
 
 
 def _shape(x: Any) -> tuple[int, ...] | None:
@@ -136,7 +134,7 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str = "es") -> 
         got = attempt(lang, count, D, H)
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = got.item()
-        if isinstance(got, float) and got.is_integer():
+        if isinstance(got, float) and math.isfinite(got) and got.is_integer():
             got = int(got)
         if not isinstance(got, int) or isinstance(got, bool):
             return hint(lang, "not_int")
@@ -150,9 +148,35 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str = "es") -> 
         }
         if got in (H * want, 4 * H * D * D, 4 * (D * Dh + Dh), 4 * D * Dh):
             return hint(lang, "per_head")
-        return hint(lang, wrong.get(got, "wrong_count"))
+        key = wrong.get(got, "wrong_count")
+        return hint(lang, key, d=D, h=H, want=want, got=got) if key == "wrong_count" else hint(lang, key)
     return correct(
         lang,
         "4·(d_model² + d_model): 1 050 624 para el modelo base (d_model = 512).",
         "4·(d_model² + d_model): 1,050,624 for the base model (d_model = 512).",
     )
+
+
+@explain(
+    "Cada mapa tiene una fila por consulta y una columna por clave, y uno por cabeza: (B, H, consultas, "
+    "claves). En el codificador el origen se mira a sí mismo (S × S); en la autoatención del decodificador, "
+    "el destino a sí mismo (T × T); en la atención cruzada las consultas son del destino y las claves del "
+    "origen (T × S).",
+    "Each map has one row per query and one column per key, and there is one per head: (B, H, queries, "
+    "keys). In the encoder the source looks at itself (S × S); in the decoder's self-attention the target "
+    "looks at itself (T × T); in cross-attention the queries come from the target and the keys from the "
+    "source (T × S).",
+)
+def solution_attention_shapes(B, S, T, n_heads):
+    return (B, n_heads, S, S), (B, n_heads, T, T), (B, n_heads, T, S)
+
+
+@explain(
+    "Cuatro `nn.Linear(d_model, d_model)`: cada una tiene d_model² pesos y d_model sesgos. Las cabezas se "
+    "reparten las columnas de esas mismas matrices, así que el número no depende de `n_heads`: "
+    "4·(d_model² + d_model).",
+    "Four `nn.Linear(d_model, d_model)`: each has d_model² weights and d_model biases. The heads share out "
+    "the columns of those same matrices, so the count does not depend on `n_heads`: 4·(d_model² + d_model).",
+)
+def solution_mha_parameters(d_model, n_heads):
+    return 4 * (d_model * d_model + d_model)

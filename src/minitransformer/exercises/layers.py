@@ -1,6 +1,7 @@
 """Checkers for the encoder block's exercises: layer norm, post-LN sublayer, RMSNorm.
 
-The right answers come from PyTorch (``F.layer_norm``, ``F.rms_norm``, ``nn.LayerNorm``); the hints recognise the usual mistakes by
+The right answers come from PyTorch (``F.layer_norm``, ``F.rms_norm``, ``nn.LayerNorm``), which the
+student may not use (they are switched off while the answer runs); the hints recognise the usual mistakes by
 comparing the student's output with what each mistake would give.
 """
 
@@ -13,7 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..layers import FeedForward
-from ._core import Feedback, attempt, checker, correct, not_yet
+from ._core import Feedback, attempt, checker, close, correct, forbid, name_mistake, not_a_tensor, not_yet, wrong_shape
+from .registry import explain
 
 __all__ = ["check_layer_norm", "check_post_ln_sublayer", "check_rms_norm"]
 
@@ -23,26 +25,33 @@ def _randn(*shape: int, seed: int) -> Tensor:
     return torch.randn(*shape, generator=g)
 
 
+_TOL = {"atol": 1e-4, "rtol": 1e-4}
+
+
 def _close(a, b: Tensor) -> bool:
-    return (
-        isinstance(a, Tensor)
-        and a.shape == b.shape
-        and bool(torch.isfinite(a).all())
-        and torch.allclose(a.detach().float(), b, atol=1e-4, rtol=1e-4)
-    )
+    return close(a, b, **_TOL)
 
 
 def _shape_problem(lang: str, got, expected: Tensor) -> Feedback | None:
     if not isinstance(got, Tensor):
-        return not_yet(lang, f"tu función debe devolver un tensor, no {type(got).__name__}.",
-                       f"your function must return a tensor, not a {type(got).__name__}.")
+        return not_a_tensor(lang, got)
     if got.shape != expected.shape:
-        return not_yet(
-            lang,
-            f"la salida tiene forma {tuple(got.shape)} y debería tener {tuple(expected.shape)}, la misma que la entrada.",
-            f"the output has shape {tuple(got.shape)} and should have {tuple(expected.shape)}, the same as the input.",
-        )
+        return wrong_shape(lang, got, expected.shape, ", la misma que la entrada", ", the same as the input")
     return None
+
+
+_LAYER_NORM = ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm",
+               "torch.nn.LayerNorm.forward")
+_RMS_NORM = ("torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm.forward")
+
+
+def _run(lang: str, fn: Callable[..., Tensor], tools: tuple[str, ...], *args):
+    """Run the student's norm with PyTorch's own switched off: the statement asks to write it by hand."""
+    with forbid(tools, "el ejercicio es escribir la normalización tú, con operaciones elementales (media, "
+                "varianza, raíz).",
+                "the exercise is to write the normalisation yourself, with elementary operations (mean, "
+                "variance, square root)."):
+        return attempt(lang, fn, *args)
 
 
 def _layer_norm_variants(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:
@@ -75,8 +84,9 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
     # a token whose features are all equal: σ² = 0, only ε keeps the division finite
     x = torch.full((1, 2, 4), 3.0)
     gamma, beta = torch.ones(4), torch.arange(4.0)
-    got = attempt(lang, layer_norm, x.clone(), gamma.clone(), beta.clone(), 1e-5)
-    if isinstance(got, Tensor) and got.shape == x.shape and not bool(torch.isfinite(got).all()):
+    got = _run(lang, layer_norm, _LAYER_NORM, x.clone(), gamma.clone(), beta.clone(), 1e-5)
+    if isinstance(got, Tensor) and got.shape == x.shape and got.is_floating_point() \
+            and not bool(torch.isfinite(got).all()):
         return not_yet(lang,
                        "con un token constante (varianza 0) tu resultado no es finito: suma `eps` a la varianza "
                        "antes de la raíz.",
@@ -88,15 +98,13 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
     ]
     for x, gamma, beta, eps in cases:
         expected = F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
-        got = attempt(lang, layer_norm, x.clone(), gamma.clone(), beta.clone(), eps)
+        got = _run(lang, layer_norm, _LAYER_NORM, x.clone(), gamma.clone(), beta.clone(), eps)
         problem = _shape_problem(lang, got, expected)
         if problem is not None:
             return problem
         if _close(got, expected):
             continue
-        for wrong, es, en in _layer_norm_variants(x, gamma, beta, eps):
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, _layer_norm_variants(x, gamma, beta, eps), **_TOL)
         mean_first = x.mean(dim=0, keepdim=True)
         std_first = x.var(dim=0, keepdim=True, unbiased=False).add(eps).sqrt()
         if _close(got, (x - mean_first) / std_first * gamma + beta):
@@ -106,10 +114,10 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
                            "you normalise across the batch (dim=0). Each token is normalised over its own "
                            "features: use `dim=-1`.")
         return not_yet(lang,
-                       "el resultado no coincide con `F.layer_norm`. Recuerda: media y varianza sobre la última "
-                       "dimensión, (x − μ) / √(σ² + ε), luego · γ + β.",
-                       "the result does not match `F.layer_norm`. Remember: mean and variance over the last "
-                       "dimension, (x − μ) / √(σ² + ε), then · γ + β.")
+                       "el resultado no coincide con la normalización de capa. Revisa la fórmula del cuaderno: "
+                       "sobre qué dimensión van la media y la varianza, dónde va ε, y el orden de γ y β.",
+                       "the result does not match layer normalisation. Check the notebook's formula: over which "
+                       "dimension the mean and the variance run, where ε goes, and the order of γ and β.")
     return correct(lang, "Coincide con `F.layer_norm` (y con `nn.LayerNorm`).",
                    "It matches `F.layer_norm` (and `nn.LayerNorm`).")
 
@@ -156,11 +164,11 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
              "in post-LN the sublayer takes `x` directly: do not normalise before the sublayer, only after the "
              "sum."),
         ]
-    for wrong, es, en in variants:
-        if _close(got, wrong):
-            return not_yet(lang, es, en)
-    return not_yet(lang, "el resultado no coincide con LayerNorm(x + Subcapa(x)).",
-                   "the result does not match LayerNorm(x + Sublayer(x)).")
+    name_mistake(lang, got, variants, **_TOL)
+    return not_yet(lang, "el resultado no coincide con la conexión post-LN del artículo: revisa qué recibe la "
+                   "subcapa, qué se suma en la conexión residual y qué se normaliza.",
+                   "the result does not match the paper's post-LN connection: check what the sublayer takes, what "
+                   "the residual connection adds and what is normalised.")
 
 
 def _rms_norm_variants(x: Tensor, gamma: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:
@@ -193,8 +201,9 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedbac
     x: (..., D); gamma: (D,); the result has the shape of x.
     """
     x = torch.zeros(1, 2, 4)  # a token of zeros: only ε keeps 0 / 0 away
-    got = attempt(lang, rms_norm, x.clone(), torch.ones(4), 1e-6)
-    if isinstance(got, Tensor) and got.shape == x.shape and not bool(torch.isfinite(got).all()):
+    got = _run(lang, rms_norm, _RMS_NORM, x.clone(), torch.ones(4), 1e-6)
+    if isinstance(got, Tensor) and got.shape == x.shape and got.is_floating_point() \
+            and not bool(torch.isfinite(got).all()):
         return not_yet(lang,
                        "con un token de ceros tu resultado no es finito: suma `eps` dentro de la raíz.",
                        "with a token of zeros your result is not finite: add `eps` inside the square root.")
@@ -204,15 +213,13 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedbac
     ]
     for x, gamma, eps in cases:
         expected = F.rms_norm(x, x.shape[-1:], gamma, eps)
-        got = attempt(lang, rms_norm, x.clone(), gamma.clone(), eps)
+        got = _run(lang, rms_norm, _RMS_NORM, x.clone(), gamma.clone(), eps)
         problem = _shape_problem(lang, got, expected)
         if problem is not None:
             return problem
         if _close(got, expected):
             continue
-        for wrong, es, en in _rms_norm_variants(x, gamma, eps):
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, _rms_norm_variants(x, gamma, eps), **_TOL)
         return not_yet(lang,
                        "el resultado no coincide con `F.rms_norm`: x / √(media(x²) + ε) · γ, con la media sobre la "
                        "última dimensión.",
@@ -220,3 +227,42 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedbac
                        "last dimension.")
     return correct(lang, "Coincide con `F.rms_norm` (y con `nn.RMSNorm`).",
                    "It matches `F.rms_norm` (and `nn.RMSNorm`).")
+
+
+@explain(
+    "Cada token se normaliza con sus propias D características: media y varianza sobre la última dimensión "
+    "(con `keepdim=True` para restar y dividir por difusión). La varianza es la sesgada, dividida entre D "
+    "(`unbiased=False`), como en `nn.LayerNorm`; ε va dentro de la raíz, así un token constante no da 0/0. "
+    "Al final, la transformación afín: · γ + β.",
+    "Each token is normalised with its own D features: mean and variance over the last dimension (with "
+    "`keepdim=True` so that subtracting and dividing broadcast). The variance is the biased one, divided by D "
+    "(`unbiased=False`), as in `nn.LayerNorm`; ε goes inside the square root, so a constant token does not "
+    "give 0/0. Last, the affine step: · γ + β.",
+)
+def solution_layer_norm(x, gamma, beta, eps):
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)  # (..., 1)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+
+
+@explain(
+    "Post-LN, como en el artículo: primero la subcapa sobre `x`, luego la conexión residual (sumar `x`) y "
+    "por último la normalización de la suma: LayerNorm(x + Subcapa(x)). En pre-LN la norma iría antes de la "
+    "subcapa: x + Subcapa(LayerNorm(x)).",
+    "Post-LN, as in the paper: first the sublayer on `x`, then the residual connection (add `x`) and last the "
+    "normalisation of the sum: LayerNorm(x + Sublayer(x)). In pre-LN the norm would come before the sublayer: "
+    "x + Sublayer(LayerNorm(x)).",
+)
+def solution_sublayer_connection(x, sublayer, norm):
+    return norm(x + sublayer(x))  # (B, T, D)
+
+
+@explain(
+    "RMSNorm no centra: divide cada token entre la raíz de la media de sus cuadrados (sobre la última "
+    "dimensión), con ε dentro de la raíz, y multiplica por γ. No hay β.",
+    "RMSNorm does not centre: it divides each token by the root of the mean of its squares (over the last "
+    "dimension), with ε inside the root, and multiplies by γ. There is no β.",
+)
+def solution_rms_norm(x, gamma, eps):
+    rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    return x / rms * gamma

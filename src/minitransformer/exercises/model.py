@@ -14,13 +14,28 @@ from torch import Tensor
 
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
-from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet
+from ._core import (
+    Feedback,
+    attempt,
+    checker,
+    close,
+    correct,
+    name_mistake,
+    not_a_tensor,
+    not_yet,
+    type_name,
+    wrong_shape,
+)
+from .registry import explain
 
 __all__ = ["check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
 
 
+_TOL = {"atol": 1e-5, "rtol": 1e-4}
+
+
 def _close(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5))
+    return close(a, b, **_TOL)
 
 
 # ---- exercise 1: embeddings × √d_model + positional encoding --------------------------------------
@@ -54,13 +69,9 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
         positions = pe[:T]  # (T, D)
         expected = emb * math.sqrt(D) + positions  # (B, T, D)
         if got.shape != (B, T, D):
-            return not_yet(
-                lang,
-                f"la salida debe tener forma (B, T, D) = {(B, T, D)} y tiene {tuple(got.shape)}; la codificación "
-                f"posicional se recorta a las T primeras posiciones: `pe[:T]`.",
-                f"the output must have shape (B, T, D) = {(B, T, D)}, it has {tuple(got.shape)}; the positional "
-                f"encoding is cut to the first T positions: `pe[:T]`.",
-            )
+            return wrong_shape(lang, got, (B, T, D), " = (B, T, D); la codificación posicional se recorta a las "
+                               "T primeras posiciones", " = (B, T, D); the positional encoding is cut to the first T "
+                               "positions")
         if _close(got, expected):
             continue
         hints = [
@@ -76,8 +87,8 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
              "hay que multiplicar por √D, no dividir: los embeddings son pequeños y hay que agrandarlos.",
              "multiply by √D, do not divide: the embeddings are small and must be made larger."),
             ((emb + positions) * math.sqrt(D),
-             "solo se escala el embedding, no la codificación posicional: `table[tokens] * √D + pe[:T]`.",
-             "only the embedding is scaled, not the positional encoding: `table[tokens] * √D + pe[:T]`."),
+             "solo se escala el embedding, no la codificación posicional.",
+             "only the embedding is scaled, not the positional encoding."),
             (emb * math.sqrt(D) + pe[tokens],
              "la codificación posicional se indexa por la posición (0, 1, …, T-1), no por el id del token: "
              "`pe[:T]`.",
@@ -86,13 +97,13 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
              "falta sumar la codificación posicional `pe[:T]`.",
              "the positional encoding `pe[:T]` is not added."),
         ]
-        for wrong, es, en in hints:
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, hints, **_TOL)
         return not_yet(
             lang,
-            "la salida debe ser `table[tokens] * math.sqrt(D) + pe[:T]`, con D = table.size(1).",
-            "the output must be `table[tokens] * math.sqrt(D) + pe[:T]`, with D = table.size(1).",
+            "la salida no coincide: cada token toma su fila de `table`, escalada como en el artículo, y suma la "
+            "codificación de su posición (0, 1, …, T − 1).",
+            "the output does not match: each token takes its row of `table`, scaled as in the paper, and adds "
+            "the encoding of its position (0, 1, …, T − 1).",
         )
     return correct(
         lang,
@@ -115,17 +126,24 @@ def _count_model(V: int, D: int, F: int, N: int, norm_first: bool) -> int:
         return Transformer(config).num_parameters()
 
 
-def _wrong_counts(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tuple[int, str, str]]:
-    """Counts that typical mistakes give, each with its hint (``expected`` is built from the model)."""
+def _mistakes(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tuple[int, str, str]]:
+    """What each typical mistake counts, with its hint; a mistake that does not apply to this
+    configuration counts right. ``right`` is the formula; the checker compares with the model itself."""
     attn, ff, ln = 4 * (D * D + D), 2 * D * F + F + D, 2 * D
     final = 2 * ln if norm_first else 0
     n_ln = 5 * N + (2 if norm_first else 0)
     right = V * D + N * (attn + ff + 2 * ln) + N * (2 * attn + ff + 3 * ln) + V + final
     no_bias = V * D + N * (4 * D * D + 2 * D * F + 2 * ln) + N * (8 * D * D + 2 * D * F + 3 * ln) + final
-    wrong = [
+    return [
+        (right - final,
+         "en pre-LN cada pila (codificador y decodificador) termina con una LayerNorm más: 2 × 2D.",
+         "in pre-LN each stack (encoder and decoder) ends with one more LayerNorm: 2 × 2D."),
+        (right + (0 if norm_first else 4 * D),
+         "en post-LN (el artículo) no hay LayerNorm final en las pilas: solo en pre-LN.",
+         "in post-LN (the paper) the stacks have no final LayerNorm: only in pre-LN."),
         (right - V,
-         "la proyección de salida comparte la matriz, pero conserva su sesgo: suma V.",
-         "the output projection shares the matrix but keeps its bias: add V."),
+         "la proyección de salida comparte la matriz, pero conserva su sesgo.",
+         "the output projection shares the matrix but keeps its bias."),
         (right + V * D,
          "los pesos compartidos cuentan una sola vez: hay una única matriz V × D.",
          "shared weights count once: there is a single V × D matrix."),
@@ -144,6 +162,13 @@ def _wrong_counts(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tupl
         (right - n_ln * ln,
          "faltan las LayerNorm (2D parámetros cada una).",
          "the LayerNorms are missing (2D parameters each)."),
+        (right - 2 * N * (F + D),
+         "la red prealimentada tiene dos capas lineales con sesgo: d_ff sesgos en la primera y D en la segunda.",
+         "the feed-forward network has two linear layers with a bias: d_ff biases in the first and D in the "
+         "second."),
+        (right - 3 * N * 4 * D,
+         "las cuatro proyecciones de cada atención tienen sesgo: D más por proyección.",
+         "the four projections of every attention have a bias: D more per projection."),
         (right - 3 * N * (D * D + D),
          "una atención multicabeza tiene cuatro proyecciones D × D con sesgo: W_q, W_k, W_v y W_o.",
          "a multi-head attention has four D × D projections with bias: W_q, W_k, W_v and W_o."),
@@ -154,50 +179,52 @@ def _wrong_counts(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tupl
          "las capas lineales tienen sesgo: cuenta también los sesgos de las atenciones y de la red prealimentada.",
          "the linear layers have a bias: count the biases of the attentions and of the feed-forward network too."),
     ]
-    if norm_first:
-        wrong.insert(0, (right - final,
-                         "en pre-LN cada pila (codificador y decodificador) termina con una LayerNorm más: 2 × 2D.",
-                         "in pre-LN each stack (encoder and decoder) ends with one more LayerNorm: 2 × 2D."))
-    else:
-        wrong.insert(0, (right + 4 * D,
-                         "en post-LN (el artículo) no hay LayerNorm final en las pilas: solo en pre-LN.",
-                         "in post-LN (the paper) the stacks have no final LayerNorm: only in pre-LN."))
-    return wrong
+
+
+def _whole_number(lang: str, got) -> int:
+    """The student's count as an int; anything that is not a whole number stops the check."""
+    from ._core import stop
+
+    try:
+        value = int(got)
+        ok = value == got and not isinstance(got, bool)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        ok = False
+    if not ok:
+        shown = (str(got).replace(".", ",") if lang == "es" else str(got)) if isinstance(got, float) \
+            else type_name(got)
+        raise stop(not_yet(lang, f"tu función debe devolver un número entero, no {shown}.",
+                           f"your function must return a whole number, not {shown}."))
+    return value
 
 
 @checker
 def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str = "es") -> Feedback:
-    """Check ``fn(V, D, F, N, norm_first)`` against the parameter count of a tied Transformer."""
-    for V, D, F, N, norm_first in _PARAM_CASES:
-        got = attempt(lang, fn, V, D, F, N, norm_first)
-        try:
-            value = int(got)
-        except (TypeError, ValueError):
-            value = None
-        if value is None or value != got:
-            return not_yet(
-                lang,
-                f"tu función debe devolver un número entero, no {got!r}.",
-                f"your function must return a whole number, not {got!r}.",
-            )
-        expected = _count_model(V, D, F, N, norm_first)
-        if value == expected:
-            continue
-        where = f"(V={V}, D={D}, F={F}, N={N}, norm_first={norm_first})"
-        for wrong, es, en in _wrong_counts(V, D, F, N, norm_first):
-            if value == wrong:
-                return not_yet(lang, f"{where}: {es}", f"{where}: {en}")
-        diff = value - expected
-        return not_yet(
+    """Check ``fn(V, D, F, N, norm_first)`` against the parameter count of a tied Transformer.
+
+    Every case is run first; a typical mistake is named only when it explains all of them (with
+    d_ff = 4·D, missing feed-forward biases and missing LayerNorms give the same count).
+    """
+    values = [_whole_number(lang, attempt(lang, fn, *case)) for case in _PARAM_CASES]
+    expected = [_count_model(*case) for case in _PARAM_CASES]
+    if values == expected:
+        return correct(
             lang,
-            f"{where}: te sobran {diff} parámetros." if diff > 0 else f"{where}: te faltan {-diff} parámetros.",
-            f"{where}: you have {diff} parameters too many." if diff > 0
-            else f"{where}: you are {-diff} parameters short.",
+            "Y no depende del número de cabezas: las H cabezas se reparten las mismas matrices D × D.",
+            "And it does not depend on the number of heads: the H heads share out the same D × D matrices.",
         )
-    return correct(
+    mistakes = [_mistakes(*case) for case in _PARAM_CASES]
+    for i, (_, es, en) in enumerate(mistakes[0]):
+        if all(value == per_case[i][0] for value, per_case in zip(values, mistakes)):
+            return not_yet(lang, es, en)
+    (V, D, F, N, norm_first), value, want = next(
+        (case, v, w) for case, v, w in zip(_PARAM_CASES, values, expected) if v != w)
+    where = f"(V={V}, D={D}, F={F}, N={N}, norm_first={norm_first})"
+    diff = value - want
+    return not_yet(
         lang,
-        "Y no depende del número de cabezas: las H cabezas se reparten las mismas matrices D × D.",
-        "And it does not depend on the number of heads: the H heads share out the same D × D matrices.",
+        f"{where}: te sobran {diff} parámetros." if diff > 0 else f"{where}: te faltan {-diff} parámetros.",
+        f"{where}: you have {diff} parameters too many." if diff > 0 else f"{where}: you are {-diff} parameters short.",
     )
 
 
@@ -223,13 +250,9 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
         logits = h @ weight.T + bias  # (B, T, V)
         expected = torch.softmax(logits, dim=-1)
         if got.shape != (B, T, V):
-            return not_yet(
-                lang,
-                f"la salida debe tener forma (B, T, V) = {(B, T, V)} y tiene {tuple(got.shape)}; `weight` es "
-                f"(V, D), así que se multiplica por su traspuesta: `h @ weight.T`.",
-                f"the output must have shape (B, T, V) = {(B, T, V)}, it has {tuple(got.shape)}; `weight` is "
-                f"(V, D), so multiply by its transpose: `h @ weight.T`.",
-            )
+            return wrong_shape(lang, got, (B, T, V),
+                               " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes va con el último de `h`?",
+                               " = (B, T, V); `weight` is (V, D): which of its axes multiplies the last axis of `h`?")
         if _close(got, expected):
             continue
         hints = [
@@ -247,24 +270,66 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
              "el softmax va sobre el vocabulario, la última dimensión (`dim=-1`), no sobre el lote.",
              "the softmax goes over the vocabulary, the last dimension (`dim=-1`), not over the batch."),
             (torch.softmax(h @ weight.T, dim=-1),
-             "falta el sesgo: `h @ weight.T + bias`.",
-             "the bias is missing: `h @ weight.T + bias`."),
+             "falta sumar el sesgo `bias`.",
+             "the bias `bias` is not added."),
             (torch.sigmoid(logits),
              "la sigmoide no da una distribución: usa el softmax, que hace que cada fila sume 1.",
              "the sigmoid does not give a distribution: use the softmax, which makes each row add up to 1."),
         ]
-        for wrong, es, en in hints:
-            if _close(got, wrong):
-                return not_yet(lang, es, en)
+        name_mistake(lang, got, hints, **_TOL)
         return not_yet(
             lang,
-            "la salida debe ser `torch.softmax(h @ weight.T + bias, dim=-1)`: en cada posición, una "
-            "probabilidad por token del vocabulario, que suman 1.",
-            "the output must be `torch.softmax(h @ weight.T + bias, dim=-1)`: at every position, one "
-            "probability per vocabulary token, adding up to 1.",
+            "la salida no coincide: en cada posición, los logits (proyección con `weight` y `bias`) se convierten "
+            "en una probabilidad por token del vocabulario, que suman 1.",
+            "the output does not match: at every position the logits (projection with `weight` and `bias`) "
+            "become one probability per vocabulary token, adding up to 1.",
         )
     return correct(
         lang,
         "Cada posición da una distribución sobre el vocabulario que suma 1.",
         "Every position gives a distribution over the vocabulary that adds up to 1.",
     )
+
+
+@explain(
+    "Cada id elige su fila de la tabla, `table[tokens]` (B, T, D). El artículo multiplica los embeddings por "
+    "√D para que queden en la escala de la codificación posicional, y suma la codificación de cada posición, "
+    "0 … T − 1: las T primeras filas de `pe`, que se extienden a todo el lote.",
+    "Each id picks its row of the table, `table[tokens]` (B, T, D). The paper multiplies the embeddings by √D "
+    "to put them on the scale of the positional encoding, and adds the encoding of each position, 0 … T − 1: "
+    "the first T rows of `pe`, which broadcast over the batch.",
+)
+def solution_my_embed(tokens, table, pe):
+    T, D = tokens.size(1), table.size(1)
+    return table[tokens] * math.sqrt(D) + pe[:T]  # (B, T, D)
+
+
+@explain(
+    "Una capa del codificador: atención (4 proyecciones D × D con sesgo), red prealimentada (D·F + F + F·D + D) "
+    "y 2 LayerNorm de 2D. Una del decodificador: dos atenciones, la red y 3 LayerNorm. Con los pesos "
+    "compartidos hay una sola matriz V × D, más el sesgo de la proyección de salida (V). En pre-LN cada pila "
+    "termina con otra LayerNorm. Las cabezas no cuentan: se reparten las mismas matrices.",
+    "An encoder layer: attention (4 D × D projections with bias), feed-forward (D·F + F + F·D + D) and 2 "
+    "LayerNorms of 2D. A decoder layer: two attentions, the network and 3 LayerNorms. With shared weights there "
+    "is a single V × D matrix, plus the output projection's bias (V). In pre-LN each stack ends with one more "
+    "LayerNorm. Heads do not count: they share out the same matrices.",
+)
+def solution_my_model_params(V, D, F, N, norm_first):
+    attention = 4 * (D * D + D)
+    feed_forward = D * F + F + F * D + D
+    norm = 2 * D
+    encoder = N * (attention + feed_forward + 2 * norm)
+    decoder = N * (2 * attention + feed_forward + 3 * norm)
+    final_norms = 2 * norm if norm_first else 0
+    return V * D + V + encoder + decoder + final_norms
+
+
+@explain(
+    "`weight` es (V, D), una fila por token: los logits son `h @ weightᵀ + bias`, (B, T, V), y la softmax sobre "
+    "el vocabulario (el último eje) los convierte en probabilidades que suman 1 en cada posición.",
+    "`weight` is (V, D), one row per token: the logits are `h @ weightᵀ + bias`, (B, T, V), and the softmax "
+    "over the vocabulary (the last axis) turns them into probabilities that add up to 1 at every position.",
+)
+def solution_my_output_probabilities(h, weight, bias):
+    logits = h @ weight.T + bias  # (B, T, V)
+    return torch.softmax(logits, dim=-1)

@@ -16,17 +16,14 @@ import torch
 from torch import Tensor
 
 from ..positional import sinusoidal_encoding
-from ._core import COMMON_HINTS, Feedback, Unfinished, attempt, checker, correct, not_yet
+from ._core import COMMON_HINTS, Feedback, Hints, attempt, checker, close, correct, loops_in, stop, tensor, wrong_shape
+from .registry import explain
 
 __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", "check_shift_matrix_concat"]
 
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
-HINTS: dict[str, tuple[str, str]] = {
+HINTS = Hints({
     **COMMON_HINTS,
-    "wrong_shape": (
-        "la forma es {got}, pero debería ser {want}.",
-        "the shape is {got}, but it should be {want}.",
-    ),
     # the table
     "transposed": (
         "la tabla está traspuesta: una fila por posición, una columna por dimensión, "
@@ -78,43 +75,53 @@ HINTS: dict[str, tuple[str, str]] = {
         "the values do not match the formula (largest difference {diff}). Check the angle "
         "pos / 10000^(2i/d_model) and which dimensions hold sine and which cosine.",
     ),
+    "loops": (
+        "el enunciado pide no usar bucles de Python (hay uno en la línea {line} de tu función): la idea es "
+        "calcular todos los ángulos de una vez, por difusión (broadcasting), que es como se escribe en PyTorch "
+        "y mucho más rápido.",
+        "the statement asks for no Python loops (there is one at line {line} of your function): the idea is to "
+        "compute every angle at once, by broadcasting, which is how PyTorch code is written and much faster.",
+    ),
     # the permutation
+    "perm_not_integer": (
+        "los índices deben ser enteros (`torch.long`), no {dtype}: `interleaved[:, perm]` con un tensor de "
+        "decimales lanza IndexError.",
+        "the indices must be integers (`torch.long`), not {dtype}: `interleaved[:, perm]` with a float tensor "
+        "raises IndexError.",
+    ),
     "not_permutation": (
         "eso no es una permutación de 0..d_model-1: cada columna debe aparecer exactamente una vez.",
         "that is not a permutation of 0..d_model-1: each column must appear exactly once.",
     ),
     "inverse_permutation": (
-        "esa es la permutación inversa (la del cuaderno, que va de concatenada a intercalada). "
-        "`interleaved[:, perm]` pone en la columna j la columna `perm[j]` de la intercalada: la "
-        "columna j = i de la concatenada es el seno i, que en la intercalada está en la columna 2i.",
-        "that is the inverse permutation (the notebook's, from concatenated to interleaved). "
-        "`interleaved[:, perm]` puts column `perm[j]` of the interleaved table in column j: column "
-        "j = i of the concatenated table is sine i, which sits at column 2i of the interleaved one.",
+        "esa es la permutación inversa (la del cuaderno, que va de concatenada a intercalada). Piensa en la "
+        "dirección de `interleaved[:, perm]`: la columna j del resultado es la columna `perm[j]` de la "
+        "intercalada.",
+        "that is the inverse permutation (the notebook's, from concatenated to interleaved). Think of the "
+        "direction of `interleaved[:, perm]`: column j of the result is column `perm[j]` of the interleaved "
+        "table.",
     ),
     "permutation_wrong": (
-        "`interleaved[:, perm]` todavía no es la tabla concatenada: sus primeras d_model/2 columnas "
-        "son los senos (columnas pares 0, 2, 4, ... de la intercalada) y las siguientes, los cosenos "
-        "(columnas impares 1, 3, 5, ...).",
-        "`interleaved[:, perm]` is not yet the concatenated table: its first d_model/2 columns are "
-        "the sines (even columns 0, 2, 4, ... of the interleaved one) and the next ones the cosines "
-        "(odd columns 1, 3, 5, ...).",
+        "`interleaved[:, perm]` todavía no es la tabla concatenada. Para cada columna j de la concatenada, "
+        "busca en qué columna de la intercalada está el mismo seno o coseno (pruébalo a mano con d_model = 4).",
+        "`interleaved[:, perm]` is not yet the concatenated table. For each column j of the concatenated table,"
+        " find which column of the interleaved one holds the same sine or cosine (try it by hand with d_model ="
+        " 4).",
     ),
     # the shift matrix, concatenated layout
     "shift_interleaved": (
-        "esa es la matriz M_k de la disposición intercalada, con bloques 2×2 en la diagonal. En la "
-        "concatenada el seno i está en la columna i y su coseno en la columna d_model/2 + i: la "
-        "matriz tiene cuatro bloques diagonales, [[C, S], [−S, C]] con C = diag(cos kω_i) y "
-        "S = diag(sin kω_i).",
-        "that is the matrix M_k of the interleaved layout, with 2×2 blocks on the diagonal. In the "
-        "concatenated layout sine i sits at column i and its cosine at column d_model/2 + i: the "
-        "matrix has four diagonal blocks, [[C, S], [−S, C]] with C = diag(cos kω_i) and "
-        "S = diag(sin kω_i).",
+        "esa es la matriz M_k de la disposición intercalada, con bloques 2×2 en la diagonal. En la concatenada "
+        "el seno i y su coseno no están en columnas vecinas: el giro de cada par mezcla la columna i con la "
+        "d_model/2 + i.",
+        "that is the matrix M_k of the interleaved layout, with 2×2 blocks on the diagonal. In the concatenated"
+        " layout sine i and its cosine are not in neighbouring columns: the turn of each pair mixes column i "
+        "with column d_model/2 + i.",
     ),
     "shift_backwards": (
-        "tu matriz lleva PE(p) a PE(p − k): gira hacia atrás. El seno positivo va en el bloque de "
-        "arriba a la derecha: [[C, S], [−S, C]] (o traspón tu matriz).",
-        "your matrix takes PE(p) to PE(p − k): it turns backwards. The positive sine goes in the "
-        "top-right block: [[C, S], [−S, C]] (or transpose your matrix).",
+        "tu matriz lleva PE(p) a PE(p − k): gira hacia atrás. Revisa el signo de los senos (sin(a + b) = sin a "
+        "cos b + cos a sin b).",
+        "your matrix takes PE(p) to PE(p − k): it turns backwards. Check the sign of the sines (sin(a + b) = "
+        "sin a cos b + cos a sin b).",
     ),
     "shift_identity": (
         "tu matriz deja PE(p) igual; para k ≠ 0 cada par (seno i, coseno i) debe girar un ángulo k·ω_i.",
@@ -122,31 +129,26 @@ HINTS: dict[str, tuple[str, str]] = {
         "angle k·ω_i.",
     ),
     "shift_wrong": (
-        "M_k · PE(p) no es PE(p + k) (diferencia máxima {diff}). Con C = diag(cos kω_i), "
-        "S = diag(sin kω_i) y ω_i = 1 / 10000^(2i/d_model), la matriz es [[C, S], [−S, C]].",
-        "M_k · PE(p) is not PE(p + k) (largest difference {diff}). With C = diag(cos kω_i), "
-        "S = diag(sin kω_i) and ω_i = 1 / 10000^(2i/d_model), the matrix is [[C, S], [−S, C]].",
+        "M_k · PE(p) no es PE(p + k) (diferencia máxima {diff}). Escribe sin(p ω_i + k ω_i) y cos(p ω_i + k "
+        "ω_i) con las fórmulas de la suma: cada nuevo valor mezcla el seno i y el coseno i de PE(p).",
+        "M_k · PE(p) is not PE(p + k) (largest difference {diff}). Write sin(p ω_i + k ω_i) and cos(p ω_i + k "
+        "ω_i) with the sum formulas: each new value mixes sine i and cosine i of PE(p).",
     ),
-}
+})
 
 
-def hint(lang: str, key: str, **fields: Any) -> Feedback:
-    """The "not yet" feedback for one of :data:`HINTS`."""
-    es, en = HINTS[key]
-    return not_yet(lang, es.format(**fields), en.format(**fields))
+hint = HINTS
 
 
 def _tensor(lang: str, x: Any) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise Unfinished(hint(lang, "not_tensor"))
-    x = x.detach().cpu()
+    x = tensor(lang, x)
     if x.is_floating_point() and not torch.isfinite(x).all():
-        raise Unfinished(hint(lang, "nan"))
+        raise stop(hint(lang, "nan"))
     return x
 
 
 def _close(a: Tensor, b: Tensor, atol: float = 1e-4) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=0.0)
+    return close(a, b, atol=atol, rtol=0.0)
 
 
 def _table(max_len: int, d_model: int, exponent: Tensor, positions: Tensor, layout: str) -> Tensor:
@@ -192,11 +194,14 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
     """
     for max_len, d_model in ((12, 8), (50, 32)):
         got = _tensor(lang, attempt(lang, encoding, max_len, d_model))
+        line = loops_in(encoding)
+        if line:
+            return hint(lang, "loops", line=line)
         want = _reference(max_len, d_model)
         if got.shape == (d_model, max_len) and max_len != d_model:
             return hint(lang, "transposed")
         if got.shape != want.shape:
-            return hint(lang, "wrong_shape", got=tuple(got.shape), want=tuple(want.shape))
+            return wrong_shape(lang, got, tuple(want.shape))
         if _close(got, want):
             continue
         for key, value in _table_mistakes(max_len, d_model).items():
@@ -221,11 +226,10 @@ def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str 
     for d_model in (4, 8, 64):
         got = _tensor(lang, attempt(lang, permutation, d_model))
         if got.shape != (d_model,):
-            return hint(lang, "wrong_shape", got=tuple(got.shape), want=(d_model,))
-        if got.is_floating_point():
-            if not torch.equal(got, got.round()):
-                return hint(lang, "not_permutation")
-            got = got.long()
+            return wrong_shape(lang, got, (d_model,))
+        if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
+            return hint(lang, "perm_not_integer", dtype=str(got.dtype).removeprefix("torch."))
+        got = got.long()
         if not torch.equal(torch.sort(got).values, torch.arange(d_model)):
             return hint(lang, "not_permutation")
         interleaved = sinusoidal_encoding(20, d_model, interleaved=True)
@@ -264,7 +268,7 @@ def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: 
     for k, d_model in ((1, 8), (7, 16), (3, 64)):
         got = _tensor(lang, attempt(lang, shift_matrix, k, d_model))
         if got.shape != (d_model, d_model):
-            return hint(lang, "wrong_shape", got=tuple(got.shape), want=(d_model, d_model))
+            return wrong_shape(lang, got, (d_model, d_model))
         ref = _reference(60, d_model)  # (T, D), double precision, interleaved
         pe = torch.cat([ref[:, 0::2], ref[:, 1::2]], dim=1)  # (T, D), concatenated
         got = got.double()
@@ -286,3 +290,52 @@ def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: 
         "One matrix for every position, in the concatenated layout too: only the order of rows "
         "and columns changes.",
     )
+
+
+@explain(
+    "Sin bucles: las posiciones como columna (max_len, 1) y las frecuencias 1/10000^(2i/d_model) como fila "
+    "(d_model/2,) se multiplican por difusión (broadcasting) y dan todos los ángulos a la vez, "
+    "(max_len, d_model/2). El seno de cada ángulo va a las columnas pares y el coseno a las impares; los dos "
+    "miembros de un par comparten frecuencia.",
+    "No loops: the positions as a column (max_len, 1) and the frequencies 1/10000^(2i/d_model) as a row "
+    "(d_model/2,) multiply by broadcasting into every angle at once, (max_len, d_model/2). The sine of each "
+    "angle goes to the even columns and the cosine to the odd ones; both members of a pair share a frequency.",
+)
+def solution_sinusoidal_vectorised(max_len, d_model):
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (d_model/2,)
+    angles = position / 10000 ** (two_i / d_model)  # (max_len, d_model/2)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe
+
+
+@explain(
+    "`interleaved[:, perm]` pone en la columna j la columna `perm[j]` de la intercalada. La concatenada "
+    "tiene primero los senos (la intercalada los guarda en las columnas pares 0, 2, 4, …) y después los "
+    "cosenos (columnas impares 1, 3, 5, …): `perm` es la lista de los pares seguida de la de los impares, "
+    "como enteros para poder indexar.",
+    "`interleaved[:, perm]` puts column `perm[j]` of the interleaved table in column j. The concatenated table "
+    "has the sines first (the interleaved one keeps them in the even columns 0, 2, 4, …) and then the cosines "
+    "(odd columns 1, 3, 5, …): `perm` is the even indices followed by the odd ones, as integers so that they "
+    "can index.",
+)
+def solution_interleaved_to_concat(d_model):
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (d_model,), long
+
+
+@explain(
+    "Con ω_i = 1/10000^(2i/d_model), las fórmulas de la suma dan sin((p+k)ω_i) = cos(kω_i)·sin(pω_i) + "
+    "sin(kω_i)·cos(pω_i) y cos((p+k)ω_i) = −sin(kω_i)·sin(pω_i) + cos(kω_i)·cos(pω_i). En la disposición "
+    "concatenada los senos ocupan la mitad de arriba del vector y los cosenos la de abajo, así que M_k tiene "
+    "cuatro bloques diagonales: [[C, S], [−S, C]] con C = diag(cos kω_i) y S = diag(sin kω_i). No depende de p.",
+    "With ω_i = 1/10000^(2i/d_model), the sum formulas give sin((p+k)ω_i) = cos(kω_i)·sin(pω_i) + "
+    "sin(kω_i)·cos(pω_i) and cos((p+k)ω_i) = −sin(kω_i)·sin(pω_i) + cos(kω_i)·cos(pω_i). In the concatenated "
+    "layout the sines fill the top half of the vector and the cosines the bottom half, so M_k has four "
+    "diagonal blocks: [[C, S], [−S, C]] with C = diag(cos kω_i) and S = diag(sin kω_i). It does not depend on p.",
+)
+def solution_shift_matrix_concat(k, d_model):
+    omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
+    C, S = torch.diag(torch.cos(k * omega)), torch.diag(torch.sin(k * omega))
+    return torch.cat([torch.cat([C, S], dim=1), torch.cat([-S, C], dim=1)], dim=0)  # (d_model, d_model)

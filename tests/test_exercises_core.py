@@ -1,0 +1,258 @@
+"""What every checker promises a student: it never crashes, never says "correct" to junk,
+explains errors with the student's own line, enforces what a statement forbids, and keeps
+a worked solution for every exercise that its checker accepts."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from minitransformer.exercises import Feedback, attempt, checker, correct, not_yet
+from minitransformer.exercises._core import close, forbid, loops_in, num
+from minitransformer.exercises.registry import (
+    EXERCISES,
+    check_solution,
+    exercise_of,
+    register,
+    show_solution,
+    solution_function,
+)
+
+LANGS = ("es", "en")
+ROOT = Path(__file__).resolve().parents[1]
+NOT_YET = {"es": "❌ Todavía no:", "en": "❌ Not yet:"}
+SAFETY_NET = {"es": "el comprobador no pudo interpretar", "en": "the checker could not make sense"}
+
+
+def checkers():
+    for name, (module, check, _) in EXERCISES.items():
+        yield name, getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
+
+
+def _raises(*args):
+    raise ValueError("boom")
+
+
+def _key_error(*args):
+    return {}["missing"]
+
+
+def _recurses(*args):
+    return _recurses(*args)
+
+
+JUNK = {
+    "None": lambda *a: None,
+    "string": lambda *a: "abc",
+    "dict": lambda *a: {},
+    "empty list": lambda *a: [],
+    "int": lambda *a: 3,
+    "float": lambda *a: 3.5,
+    "nan": lambda *a: float("nan"),
+    "bool": lambda *a: True,
+    "empty tensor": lambda *a: torch.empty(0),
+    "scalar nan tensor": lambda *a: torch.tensor(float("nan")),
+    "nan matrix": lambda *a: torch.full((2, 3, 5), float("nan")),
+    "int tensor": lambda *a: torch.ones(3, 5, dtype=torch.long),
+    "bool tensor": lambda *a: torch.ones(2, 3, dtype=torch.bool),
+    "complex tensor": lambda *a: torch.ones(3, 5, dtype=torch.complex64),
+    "list of tensors": lambda *a: [torch.zeros(2), torch.zeros(3)],
+    "pair of None": lambda *a: (None, None),
+    "triple of strings": lambda *a: ("a", "b", "c"),
+    "pair of floats": lambda *a: (0.5, 1.5),
+    "function": lambda *a: _raises,
+    "raises ValueError": _raises,
+    "raises KeyError": _key_error,
+    "recurses": _recurses,
+    "first argument back": lambda *a: a[0],
+    "random tensor": lambda *a: torch.randn(4, 4),
+    "generator": lambda *a: (x for x in range(3)),
+    "NaN shaped like the input": lambda *a: _like(a[0], float("nan")),
+    "zeros shaped like the input": lambda *a: _like(a[0], 0.0),
+    "pair of NaN tensors": lambda *a: (_like(a[0], float("nan")), _like(a[0], float("nan"))),
+}
+
+
+def _like(x, value):
+    return torch.full_like(x, value, dtype=torch.float32) if isinstance(x, torch.Tensor) else value
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name,check", list(checkers()), ids=list(EXERCISES))
+def test_junk_never_crashes_and_is_never_correct(name, check, lang):
+    for what, junk in JUNK.items():
+        fb = check(junk, lang=lang)
+        assert isinstance(fb, Feedback), (name, what)
+        assert not fb.ok, f"{name} accepted junk ({what}): {fb.message}"
+        assert fb.message.startswith(NOT_YET[lang]), (name, what, fb.message)
+        assert SAFETY_NET[lang] not in fb.message, f"{name} did not foresee {what}: {fb.message}"
+    fb = check("not a function", lang=lang)
+    assert not fb.ok and fb.message.startswith(NOT_YET[lang])
+
+
+# --------------------------------------------------------------------------- the student's own error
+
+
+@checker
+def _check_double(fn, lang="es"):
+    got = attempt(lang, fn, torch.ones(2, 3))
+    return correct(lang) if close(got, 2 * torch.ones(2, 3)) else not_yet(lang, "no", "no")
+
+
+def _shape_error(x):
+    doubled = 2 * x
+    return doubled @ torch.ones(2, 2)  # (2, 3) @ (2, 2): the shapes do not fit
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_an_error_shows_the_failing_line_and_what_it_means(lang):
+    fb = _check_double(_shape_error, lang=lang)
+    assert not fb.ok
+    line = _shape_error.__code__.co_firstlineno + 2
+    assert f"{'línea' if lang == 'es' else 'line'} {line}" in fb.message
+    assert "return doubled @ torch.ones(2, 2)" in fb.message
+    assert ("las formas de los tensores no encajan" if lang == "es" else "the shapes of the tensors do not fit") \
+        in fb.message.lower()
+    assert "RuntimeError" in fb.message
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_an_error_inside_pytorch_points_at_the_students_line_not_pytorchs(lang):
+    def uses_one_hot(x):
+        return torch.nn.functional.one_hot(torch.tensor([5]), 3)
+
+    fb = _check_double(uses_one_hot, lang=lang)
+    assert "return torch.nn.functional.one_hot(torch.tensor([5]), 3)" in fb.message
+    assert "torch/" not in fb.message
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_unwritten_none_and_not_callable(lang):
+    def stub(x):
+        raise NotImplementedError
+
+    assert "NotImplementedError" in _check_double(stub, lang=lang).message
+    assert "`None`" in _check_double(lambda x: None, lang=lang).message
+    fb = _check_double(torch.ones(3), lang=lang)
+    assert not fb.ok and ("sin paréntesis" if lang == "es" else "without brackets") in fb.message
+
+
+def test_forbid_switches_tools_off_only_inside_the_block():
+    from minitransformer.exercises._core import ForbiddenTool
+
+    with forbid(["torch.softmax", "torch.Tensor.softmax"], "es", "en"):
+        with pytest.raises(ForbiddenTool):
+            torch.softmax(torch.ones(3), dim=-1)
+        with pytest.raises(ForbiddenTool):
+            torch.ones(3).softmax(-1)
+    torch.testing.assert_close(torch.ones(2).softmax(-1), torch.full((2,), 0.5))
+    assert "softmax" not in vars(torch.Tensor)  # the inherited method is back as it was, not copied
+
+
+def test_loops_in_finds_loops_and_comprehensions():
+    def vectorised(n):
+        return torch.arange(n) * 2
+
+    def with_for(n):
+        out = []
+        for i in range(n):
+            out.append(i)
+        return out
+
+    def with_comprehension(n):
+        return torch.tensor([i * 2 for i in range(n)])
+
+    assert loops_in(vectorised) == 0
+    assert loops_in(with_for) == 3
+    assert loops_in(with_comprehension) == 2
+    assert loops_in(len) is None  # no source: the rule cannot be checked
+
+
+def test_numbers_in_spanish_messages_have_a_decimal_comma():
+    assert num("es", 0.1234567) == "0,1235"
+    assert num("en", 0.1234567) == "0.1235"
+
+
+# --------------------------------------------------------------------------- solutions
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_every_solution_is_accepted_by_its_checker(name, lang):
+    fb = check_solution(name, lang)
+    assert fb.ok, f"{name}: {fb.message}"
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_every_solution_is_shown_with_code_and_an_explanation_in_both_languages(name):
+    es, en = show_solution(name, lang="es"), show_solution(name, lang="en")
+    stub = solution_function(name).__name__.removeprefix("solution_")
+    for shown in (es, en):
+        assert shown.code.startswith(f"def {stub}(")
+        assert "@explain" not in shown.code and "solution_" not in shown.code
+        ast.parse(shown.code)  # the code shown is valid Python
+        assert len(shown.explanation) > 80
+        assert f"```python\n{shown.code}" in shown._repr_markdown_()
+    assert es.explanation != en.explanation
+    assert str(es).startswith("Solución") and str(en).startswith("Solution")
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_the_shown_code_runs_and_passes_the_checker(name):
+    """What a student copies into the cell (where torch, math and F are imported) is what the checker accepts."""
+    import math
+
+    module, check, solution = EXERCISES[name]
+    namespace = {"torch": torch, "math": math, "F": torch.nn.functional}
+    exec(show_solution(name, lang="en").code, namespace)
+    checker_fn = getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
+    assert checker_fn(namespace[solution.removeprefix("solution_")], lang="en").ok
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_not_yet_says_how_to_see_the_solution(lang):
+    from minitransformer.exercises.attention import check_softmax
+
+    fb = check_softmax(lambda x: x, lang=lang)
+    assert 'show_solution("01.softmax")' in fb.message
+    assert exercise_of(check_softmax) == "01.softmax"
+
+
+def test_a_teacher_sees_every_solution_of_a_notebook():
+    shown = show_solution("02", lang="es")
+    assert [s.name for s in shown] == ["02.split_heads", "02.masked_attention", "02.decoder_mask"]
+    assert shown._repr_markdown_().count("**Solución · 02.") == 3
+
+
+def test_an_unknown_exercise_is_a_course_error_that_lists_the_notebooks_exercises():
+    from minitransformer.i18n import CourseError
+
+    with pytest.raises(CourseError, match="01.softmax"):
+        show_solution("01.softmaks", lang="en")
+
+
+def test_registering_a_new_exercise_is_one_line(tmp_path):
+    register("99.double", "attention", "check_softmax", "solution_softmax")
+    try:
+        assert show_solution("99.double", lang="en").code.startswith("def softmax(")
+    finally:
+        del EXERCISES["99.double"]
+
+
+def test_every_exercise_cell_of_the_notebooks_is_registered_with_its_stub():
+    """Each checker call in a notebook source names a registered exercise whose solution has the stub's name."""
+    by_checker = {check: (name, sol) for name, (_, check, sol) in EXERCISES.items()}
+    seen = set()
+    for source in sorted((ROOT / "notebooks" / "source").glob("[0-9][0-9]_*.md")):
+        for check, stub in re.findall(r"^(check_\w+)\((\w+), lang=LANG\)", source.read_text(), re.M):
+            assert check in by_checker, f"{source.name}: {check} is not registered in exercises/registry.py"
+            name, solution = by_checker[check]
+            assert name.startswith(source.name[:2]), (source.name, name)
+            assert solution == f"solution_{stub}", (source.name, check, stub)
+            seen.add(name)
+    assert seen == set(EXERCISES)
