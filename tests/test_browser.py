@@ -1,10 +1,8 @@
-"""bertviz pages made by our adapter, opened in a real (headless) Chromium.
+"""bertviz's views with the libraries from installed packages, opened in a real (headless) Chromium.
 
-The page is written with local copies of the JavaScript libraries that bertviz otherwise
-loads from a CDN (require.js, d3, jQuery: installed from a package registry, e.g. Debian's
-``libjs-requirejs node-d3 libjs-jquery``, see ``.ci/run``), and every network request
-of the browser is refused, so the test shows that the page draws offline. It also shows the
-opposite: bertviz's own page, which loads the libraries from the CDN, stays blank offline.
+Every network request of the browser is refused, so these tests show that the views draw offline
+with what pip installed (``heads.offline_scripts``: d3 from mpld3, jQuery and require.js from
+nbclassic), and that bertviz's own page, which loads them from a CDN, stays blank offline.
 """
 
 from __future__ import annotations
@@ -23,16 +21,10 @@ from minitransformer.model import Transformer, TransformerConfig
 from minitransformer.viz import heads
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-LIBRARIES = heads.js_libraries()
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); .ci/run installs it"),
-    pytest.mark.skipif(
-        LIBRARIES is None,
-        reason="local require.js, d3 >= 4 and jQuery not found (apt-get install libjs-requirejs node-d3 "
-        "libjs-jquery, or npm install requirejs d3@5 jquery and set MINITRANSFORMER_JS_DIR); .ci/run installs them",
-    ),
-]
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); .ci/run installs it"
+)
 
 SRC = ["cuarenta", "y", "dos", "mil"]
 TGT = ["<bos>", "forty-two", "thousand"]
@@ -72,9 +64,15 @@ def maps():
     return heads.translator_attention(model, src, tgt)
 
 
+def test_the_libraries_come_from_pip_packages():
+    files = heads.script_files()
+    assert files is not None, "mpld3 and nbclassic (the course's 'lab' extra) are not installed"
+    assert all("site-packages" in str(p) or "dist-packages" in str(p) for p in files.values()), files
+
+
 def test_head_view_draws_offline(maps, tmp_path):
     view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    page = heads.write_offline_page(view, tmp_path, "head.html", LIBRARIES)
+    page = heads.write_offline_page(view, tmp_path / "head.html")
     document = dom(page)
     assert document.count("<svg") == 1, "the head view drew no SVG: the page is blank"
     # The first view is the encoder's self-attention: its tokens on both sides ...
@@ -95,8 +93,7 @@ def test_head_view_draws_offline(maps, tmp_path):
 
 def test_model_view_draws_offline(maps, tmp_path):
     view = heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    page = heads.write_offline_page(view, tmp_path, "model.html", LIBRARIES)
-    document = dom(page)
+    document = dom(heads.write_offline_page(view, tmp_path / "model.html"))
     assert document.count("<svg") == 1
     # one thumbnail per layer and head, each with a line per (query, key) pair
     assert document.count("<line") == L * H * len(SRC) * len(SRC)
@@ -105,18 +102,37 @@ def test_model_view_draws_offline(maps, tmp_path):
     assert labels[H + 1:] == ["Layers"] + [str(layer) for layer in range(L)]
 
 
+def test_views_draw_where_the_page_already_has_require_js(maps, tmp_path):
+    """As in a slide deck (nbconvert loads jQuery and require.js first) and in a notebook where
+    the libraries cell ran twice: every view still draws."""
+    files = heads.script_files()
+    scripts = heads.offline_scripts().data
+    views = [heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
+             heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data]
+    page = tmp_path / "deck-like.html"
+    page.write_text(
+        f'<!DOCTYPE html><html><head><script src="{files["jquery"].as_uri()}"></script>'
+        f'<script src="{files["requirejs"].as_uri()}"></script></head><body>'
+        f"{scripts}{views[0]}{scripts}{views[1]}</body></html>",
+        encoding="utf-8",
+    )
+    document = dom(page)
+    assert document.count("<svg") == 2
+    assert document.count("<line") == H * len(SRC) ** 2 + L * H * len(SRC) ** 2
+
+
 def test_self_attention_view_draws_offline(tmp_path):
     torch.manual_seed(1)
     weights = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(2)]
     tokens = ["[CLS]", "the", "animal", "it", "[SEP]"]
     view = heads.head_view(weights, tokens, html_action="return")
-    document = dom(heads.write_offline_page(view, tmp_path, "self.html", LIBRARIES))
+    document = dom(heads.write_offline_page(view, tmp_path / "self.html"))
     assert texts(document) == tokens + tokens
     assert document.count("<line") == 3 * 5 * 5
 
 
 def test_bertviz_page_from_the_cdn_stays_blank_offline(maps, tmp_path):
-    """What the notebook says: without internet, bertviz's own page draws nothing."""
+    """Why the libraries are needed: without them, bertviz's own page draws nothing offline."""
     view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
     page = tmp_path / "cdn.html"
     page.write_text(f"<!DOCTYPE html><html><body>{view.data}</body></html>", encoding="utf-8")
