@@ -226,12 +226,12 @@ def test_offline_scripts_come_from_installed_packages():
     code = {name: path.read_text(encoding="utf-8").replace("</script", "<\\/script") for name, path in files.items()}
     # d3 and jQuery run with the AMD loader hidden, then require.js, then the two modules bertviz asks for
     order = [page.index("(function (define, module, exports) {"), page.index(code["d3"]), page.index(code["jquery"]),
-             page.index("}).call(window);\n</script>"), page.index(code["requirejs"]),
-             page.index('define("d3", [], function () { return window.d3; });'),
-             page.index('define("jquery", [], function () { return window.jQuery; });')]
+             page.index("}).call(window);\n"), page.index(code["requirejs"]),
+             page.index('window.define("d3", [], function () { return window.d3; });'),
+             page.index('window.define("jquery", [], function () { return window.jQuery; });')]
     assert order == sorted(order)
-    assert "cdnjs" not in page and "http://" not in page.split("\n")[0]
-    assert "</script" not in page.replace("\n</script>\n", "").replace("</script>", "")
+    assert type(heads.offline_scripts()).__name__ == "Javascript"  # run in order with bertviz's views
+    assert "cdnjs" not in page and "</script" not in page
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -250,7 +250,7 @@ def test_write_offline_page(model, batch, tmp_path):
     maps = heads.translator_attention(model, *batch)
     view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
     page = heads.write_offline_page(view, tmp_path / "sub" / "h.html").read_text(encoding="utf-8")
-    assert page.index(heads.offline_scripts().data) < page.index(view.data)  # bertviz's page, unchanged
+    assert page.index(f"<script>\n{heads.offline_scripts().data}\n</script>") < page.index(view.data)  # view unchanged
     with pytest.raises(TypeError):
         heads.write_offline_page(3, tmp_path / "x.html")
 

@@ -530,18 +530,19 @@ def _inline(code: str) -> str:
 
 
 def offline_scripts():
-    """bertviz's three libraries, from installed packages, as one HTML object to display once.
+    """bertviz's three libraries, from installed packages, as one script to display once.
 
     Display it in a notebook before bertviz's views (or put it in a page before them): it defines
     the require.js modules ``"d3"`` and ``"jquery"`` that the views ask for, so they draw with no
-    network. bertviz's own CDN addresses are then never used. d3 and jQuery are run with the
-    AMD loader hidden (they become the globals ``d3`` and ``jQuery``); require.js is loaded unless
-    the page already has an AMD loader (a slide deck does); displaying it twice is harmless.
+    network and bertviz's CDN addresses are never used. d3 and jQuery run with the AMD loader
+    hidden (they become the globals ``d3`` and ``jQuery``); require.js becomes the page's loader
+    unless the page already has one (a slide deck does). Displaying it twice is harmless.
 
-    Without the packages (e.g. in Colab, which is online) it shows a one-line note instead and
-    bertviz fetches its libraries from the internet as usual.
+    It is a JavaScript output (as bertviz's own views are), so JupyterLab runs it in order with
+    them, also when it shows the stored outputs of a trusted notebook. Without the packages (in
+    Colab, which is online) it is a one-line note and bertviz loads its libraries from the internet.
     """
-    from IPython.display import HTML
+    from IPython.display import HTML, Javascript
 
     files = script_files()
     if files is None:
@@ -552,15 +553,17 @@ def offline_scripts():
             "extra to use them offline).",
         ) + "</p>")
     code = {name: _inline(path.read_text(encoding="utf-8")) for name, path in files.items()}
-    return HTML(
-        "<!-- bertviz's libraries: d3, jQuery and require.js from installed packages -->\n"
-        "<script>\n(function (define, module, exports) {\n"
-        f"{code['d3']}\n;\n{code['jquery']}\n;\n}}).call(window);\n</script>\n"
-        f"<script>\n{code['requirejs']}\n</script>\n"
-        "<script>\n"
-        'define("d3", [], function () { return window.d3; });\n'
-        'define("jquery", [], function () { return window.jQuery; });\n'
-        "</script>\n"
+    return Javascript(
+        "// bertviz's libraries: d3, jQuery and require.js from installed packages\n"
+        "(function (define, module, exports) {\n"
+        f"{code['d3']}\n;\n{code['jquery']}\n;\n}}).call(window);\n"
+        f"{code['requirejs']}\n;\n"
+        "// run inside a function (as JupyterLab does), require.js is not yet the page's loader\n"
+        'if (typeof window.define === "undefined") {\n'
+        "  window.requirejs = requirejs; window.require = require; window.define = define;\n"
+        "}\n"
+        'window.define("d3", [], function () { return window.d3; });\n'
+        'window.define("jquery", [], function () { return window.jQuery; });\n'
     )
 
 
@@ -577,7 +580,7 @@ def write_offline_page(view: Any, path: str | os.PathLike, title: str = "bertviz
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n</head>\n<body>\n'
-        f"{offline_scripts().data}\n{html}\n</body>\n</html>\n",
+        f"<script>\n{offline_scripts().data}\n</script>\n{html}\n</body>\n</html>\n",
         encoding="utf-8",
     )
     return path
