@@ -149,3 +149,23 @@ def test_formulas_are_typeset_offline(built):
     dom = chromium(deck_of(built, "en", nb).as_uri() + "#/2", "--dump-dom")
     assert dom.count('class="MathJax"') + dom.count('class="MathJax_Display"') >= 10
     assert "math processing error" not in dom.lower()
+
+
+def test_lab_settings_for_a_projector(tmp_path):
+    """`python course.py lab` writes JupyterLab settings that silence the news question and the update
+    check, as an overrides.d file of the environment (JupyterLab's own mechanism); rewriting is stable."""
+    sys.path.insert(0, str(ROOT))
+    import course
+
+    path = course.write_lab_settings(tmp_path)
+    assert path.relative_to(tmp_path).as_posix() == "share/jupyter/lab/settings/overrides.d/transformers-desde-cero.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    notification = settings["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"fetchNews": "false", "checkForUpdates": False}
+    # the values are valid for the installed JupyterLab's schema
+    schema_dir = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / "@jupyterlab" / "apputils-extension"
+    schema = json.loads((schema_dir / "notification.json").read_text(encoding="utf-8"))
+    assert notification["fetchNews"] in [o["const"] for o in schema["properties"]["fetchNews"]["oneOf"]]
+    assert schema["properties"]["checkForUpdates"]["type"] == "boolean"
+    before = path.stat().st_mtime_ns
+    assert course.write_lab_settings(tmp_path) == path and path.stat().st_mtime_ns == before
