@@ -29,7 +29,7 @@ import slides  # noqa: E402
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 NOTEBOOKS = {lang: sorted((ROOT / "notebooks" / lang).glob("[0-9][0-9]_*.ipynb")) for lang in slides.LANGS}
 DECKS = [(lang, nb) for lang in slides.LANGS for nb in NOTEBOOKS[lang]]
-MIN_SCALE = 0.3  # a slide may be shrunk to fit the screen, but not below this
+MIN_SCALE = 0.35  # a slide may be shrunk to fit the screen, but not below this
 
 
 def chromium(url: str, *args: str, budget_ms: int = 20000) -> str:

@@ -108,7 +108,7 @@ MathJax.Hub.Config({
 .reveal .highlight, .reveal .slides section pre { overflow: visible !important; }
 /* When that makes the slide larger, a figure stands to the right of the code that draws it. */
 .reveal .jp-CodeCell.side { display: flex; flex-direction: row; align-items: flex-start; gap: 12px; }
-.reveal .jp-CodeCell.side > .jp-Cell-inputWrapper { flex: 0 0 auto; }
+.reveal .jp-CodeCell.side > .jp-Cell-inputWrapper { flex: 0 0 auto; min-width: 0; }
 .reveal .jp-CodeCell.side > .jp-Cell-outputWrapper { flex: 1 1 0; min-width: 40%; margin-top: 0; }
 .reveal .jp-OutputArea-output pre { white-space: pre; }
 .reveal .jp-OutputArea-output img { max-height: 600px; max-width: 100%; width: auto; height: auto; }
@@ -147,7 +147,15 @@ function (Reveal, RevealNotes) {
     cells.forEach(function (c) { c.classList.remove("side"); });
     var best = shrink(slide);
     if (best.k < 0.9 && cells.length) {
-      cells.forEach(function (c) { c.classList.add("side"); });
+      cells.forEach(function (c) {
+        c.classList.add("side");
+        // the code keeps the width of its longest line; the figure takes the rest
+        var input = c.querySelector(".jp-Cell-inputWrapper"), code = input && input.querySelector("pre");
+        if (code) {
+          input.style.flexBasis = "0px";  // then the code's scrollWidth is its longest line
+          input.style.flexBasis = (code.scrollWidth + 40) + "px";
+        }
+      });
       var side = shrink(slide);
       if (side.k > best.k) { best = side; } else { cells.forEach(function (c) { c.classList.remove("side"); }); }
     }
