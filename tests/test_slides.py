@@ -70,6 +70,9 @@ def test_deck_is_local_and_has_every_slide(built, lang, nb):
         assert "://" not in url and not url.startswith("//"), f"{deck.name} loads {url}"
         assert (deck.parent / url.split("?")[0]).is_file(), f"{deck.name}: {url} is missing"
     assert "reveal/dist/reveal.js" in text and "mathjax/MathJax.js" in text
+    # The title's link to the other language leads to that language's deck.
+    links = re.findall(r'href="(\.\./(?:es|en)/[^"]+)"', text)
+    assert links and all(link.endswith(".html") and (deck.parent / link).is_file() for link in links), links
     # reveal.js's structure: a slide cell opens a column (<section>) and its first slide (<section>);
     # each subslide cell one more slide in that column.
     kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nbformat.read(nb, as_version=4).cells]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import html
 import importlib.util
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ NOTEBOOKS = ROOT / "notebooks"
 LANGS = ("es", "en")
 WIDTH, HEIGHT = 1280, 720  # the screen a deck is laid out for (a projector's 720p)
 SLIDE_TYPES = ("slide", "subslide")
+OTHER_LANGUAGE = re.compile(r"\((\.\./(?:es|en)/[0-9][0-9]_[^)]+)\.ipynb\)")
 
 
 def package_dir(package: str) -> Path:
@@ -223,6 +225,8 @@ def build_deck(path: Path, out: Path, lang: str, export=None) -> Path:
     """Write the deck of one notebook into ``out/<lang>/<name>.html``; returns its path."""
     export = export or exporter()
     nb = nbformat.read(path, as_version=4)
+    # The title's link to the notebook in the other language points at that notebook's deck.
+    nb.cells[0].source = OTHER_LANGUAGE.sub(r"(\1.html)", nb.cells[0].source)
     body, _ = export.from_notebook_node(
         nb,
         resources={"course_static": "../_static", "width": WIDTH, "height": HEIGHT,
