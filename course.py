@@ -1,6 +1,7 @@
 """One entry point for the course, for people who only have Python.
 
     python course.py lab     # install (first time) and open the notebooks in JupyterLab
+    python course.py slides [NN ...] [--lang es|en]   # write the slide decks into slides/
     python course.py test    # install (first time) and run the whole test suite
     python course.py run     # re-execute the notebooks and store their outputs (maintainers)
 
@@ -12,6 +13,7 @@ exact versions of `constraints.txt`; later calls reuse it. Extra arguments are p
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".course-env-stamp"
+
+# JupyterLab settings for a classroom: no question pops up over the notebook on the projector
+# (JupyterLab asks whether to fetch Jupyter's news and checks for updates, both online).
+# Written as an "overrides.d" file of the environment, so a user's own settings still win.
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+}
 
 
 def venv_python() -> Path:
@@ -53,8 +62,18 @@ def ensure_env() -> Path:
     return py
 
 
+def write_lab_settings(prefix: Path) -> Path:
+    """Write the course's JupyterLab settings into the environment at ``prefix``; returns the file."""
+    path = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "transformers-desde-cero.json"
+    text = json.dumps(LAB_SETTINGS, indent=2) + "\n"
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"lab", "test", "run"}:
+    if not argv or argv[0] not in {"lab", "slides", "test", "run"}:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
@@ -64,7 +83,10 @@ def main(argv: list[str]) -> int:
     # slow training several times over. Results are unchanged.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if command == "lab":
+        write_lab_settings(VENV)
         args = [str(py), "-m", "jupyter", "lab", "notebooks", *rest]
+    elif command == "slides":
+        args = [str(py), "tools/slides.py", *rest]
     elif command == "test":
         args = [str(py), "-m", "pytest", *rest]
     else:

@@ -1,10 +1,8 @@
-"""bertviz pages made by our adapter, opened in a real (headless) Chromium.
+"""bertviz's views with the libraries from installed packages, opened in a real (headless) Chromium.
 
-The page is written with local copies of the JavaScript libraries that bertviz otherwise
-loads from a CDN (require.js, d3, jQuery: installed from a package registry, e.g. Debian's
-``libjs-requirejs node-d3 libjs-jquery``, see ``.ci/run``), and every network request
-of the browser is refused, so the test shows that the page draws offline. It also shows the
-opposite: bertviz's own page, which loads the libraries from the CDN, stays blank offline.
+Every network request of the browser is refused, so these tests show that the views draw offline
+with what pip installed (``heads.offline_scripts``: d3 from mpld3, jQuery and require.js from
+nbclassic), and that bertviz's own page, which loads them from a CDN, stays blank offline.
 """
 
 from __future__ import annotations
@@ -23,29 +21,23 @@ from minitransformer.model import Transformer, TransformerConfig
 from minitransformer.viz import heads
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-LIBRARIES = heads.js_libraries()
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); .ci/run installs it"),
-    pytest.mark.skipif(
-        LIBRARIES is None,
-        reason="local require.js, d3 >= 4 and jQuery not found (apt-get install libjs-requirejs node-d3 "
-        "libjs-jquery, or npm install requirejs d3@5 jquery and set MINITRANSFORMER_JS_DIR); .ci/run installs them",
-    ),
-]
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); .ci/run installs it"
+)
 
 SRC = ["cuarenta", "y", "dos", "mil"]
 TGT = ["<bos>", "forty-two", "thousand"]
 L, H = 2, 4
 
 
-def browser(url: str, *args: str) -> subprocess.CompletedProcess:
-    """Run headless Chromium on ``url`` with no network at all."""
+def browser(url: str, *args: str, rules: str = "MAP * ~NOTFOUND") -> subprocess.CompletedProcess:
+    """Run headless Chromium on ``url`` with no network at all (``rules`` may let this machine through)."""
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-extensions",
-             f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",
+             f"--user-data-dir={profile}", f"--host-resolver-rules={rules}",
              "--virtual-time-budget=10000", *args, url],
             capture_output=True, text=True, timeout=120,
         )
@@ -72,9 +64,15 @@ def maps():
     return heads.translator_attention(model, src, tgt)
 
 
+def test_the_libraries_come_from_pip_packages():
+    files = heads.script_files()
+    assert files is not None, "mpld3 and nbclassic (the course's 'lab' extra) are not installed"
+    assert all("site-packages" in str(p) or "dist-packages" in str(p) for p in files.values()), files
+
+
 def test_head_view_draws_offline(maps, tmp_path):
     view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    page = heads.write_offline_page(view, tmp_path, "head.html", LIBRARIES)
+    page = heads.write_offline_page(view, tmp_path / "head.html")
     document = dom(page)
     assert document.count("<svg") == 1, "the head view drew no SVG: the page is blank"
     # The first view is the encoder's self-attention: its tokens on both sides ...
@@ -95,8 +93,7 @@ def test_head_view_draws_offline(maps, tmp_path):
 
 def test_model_view_draws_offline(maps, tmp_path):
     view = heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    page = heads.write_offline_page(view, tmp_path, "model.html", LIBRARIES)
-    document = dom(page)
+    document = dom(heads.write_offline_page(view, tmp_path / "model.html"))
     assert document.count("<svg") == 1
     # one thumbnail per layer and head, each with a line per (query, key) pair
     assert document.count("<line") == L * H * len(SRC) * len(SRC)
@@ -105,20 +102,133 @@ def test_model_view_draws_offline(maps, tmp_path):
     assert labels[H + 1:] == ["Layers"] + [str(layer) for layer in range(L)]
 
 
+def test_views_draw_where_the_page_already_has_require_js(maps, tmp_path):
+    """As in a slide deck (nbconvert loads jQuery and require.js first) and in a notebook where
+    the libraries cell ran twice: every view still draws."""
+    files = heads.script_files()
+    scripts = f"<script>{heads.offline_scripts().data}</script>"
+    views = [heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
+             heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data]
+    page = tmp_path / "deck-like.html"
+    page.write_text(
+        f'<!DOCTYPE html><html><head><script src="{files["jquery"].as_uri()}"></script>'
+        f'<script src="{files["requirejs"].as_uri()}"></script></head><body>'
+        f"{scripts}{views[0]}{scripts}{views[1]}</body></html>",
+        encoding="utf-8",
+    )
+    document = dom(page)
+    assert document.count("<svg") == 2
+    assert document.count("<line") == H * len(SRC) ** 2 + L * H * len(SRC) ** 2
+
+
 def test_self_attention_view_draws_offline(tmp_path):
     torch.manual_seed(1)
     weights = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(2)]
     tokens = ["[CLS]", "the", "animal", "it", "[SEP]"]
     view = heads.head_view(weights, tokens, html_action="return")
-    document = dom(heads.write_offline_page(view, tmp_path, "self.html", LIBRARIES))
+    document = dom(heads.write_offline_page(view, tmp_path / "self.html"))
     assert texts(document) == tokens + tokens
     assert document.count("<line") == 3 * 5 * 5
 
 
 def test_bertviz_page_from_the_cdn_stays_blank_offline(maps, tmp_path):
-    """What the notebook says: without internet, bertviz's own page draws nothing."""
+    """Why the libraries are needed: without them, bertviz's own page draws nothing offline."""
     view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
     page = tmp_path / "cdn.html"
     page.write_text(f"<!DOCTYPE html><html><body>{view.data}</body></html>", encoding="utf-8")
     document = dom(page)
     assert "<svg" not in document and texts(document) == []
+
+
+# --------------------------------------------------------------------------- JupyterLab
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def jupyterlab_dom(tmp: Path, notebook: Path, app_settings: Path, pages=("lab/tree",)) -> list[str]:
+    """Serve ``notebook`` (trusted) with JupyterLab; the pages Chromium shows at ``<page>/<notebook>``, offline."""
+    import os
+    import sys
+    import time
+    import urllib.request
+
+    root = tmp / "root"
+    root.mkdir(parents=True)
+    shutil.copyfile(notebook, root / notebook.name)
+    env = dict(os.environ)
+    for var, sub in [("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_RUNTIME_DIR", "run"),
+                     ("JUPYTERLAB_SETTINGS_DIR", "user-settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:
+        env[var] = str(tmp / sub)
+    # Trusted, as a notebook is once its cells have run: JupyterLab runs the stored scripts.
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(root / notebook.name)], env=env, check=True,
+                   capture_output=True)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+         "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
+         f"--LabApp.app_settings_dir={app_settings}", *(["--allow-root"] if os.geteuid() == 0 else [])],
+        env=env, stdout=subprocess.DEVNULL, stderr=(tmp / "server.log").open("w"),
+    )
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        doms = []
+        for page in pages:
+            result = browser(f"http://127.0.0.1:{port}/{page}/{notebook.name}", "--dump-dom",
+                             "--window-size=1280,720", "--virtual-time-budget=30000",
+                             rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")  # only the JupyterLab server
+            assert result.returncode == 0 and result.stdout, (result.stderr[-2000:], (tmp / "server.log").read_text()[-3000:])
+            doms.append(result.stdout)
+        return doms
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def bertviz_views(document: str) -> tuple[int, int]:
+    """How many bertviz views the page has, and how many of them drew."""
+    starts = [m.start() for m in re.finditer(r'<div id="bertviz-', document)] + [len(document)]
+    drawn = sum("<svg" in document[a:b] and ("<line" in document[a:b] or "<rect" in document[a:b])
+                for a, b in zip(starts, starts[1:]))
+    return len(starts) - 1, drawn
+
+
+def test_jupyterlab_for_a_projector_draws_bertviz_offline(tmp_path):
+    """`python course.py lab`'s settings: no news question on screen; notebook 08's bertviz views draw
+    in JupyterLab with no network, from the libraries of its offline_scripts() cell; RISE shows the
+    notebook as live slides, formulas typeset, offline."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    import course
+
+    settings = course.write_lab_settings(tmp_path / "prefix")
+    notebook = next((ROOT / "notebooks" / "en").glob("08_*.ipynb"))
+    document, rise = jupyterlab_dom(tmp_path / "course", notebook, settings.parents[1], ("lab/tree", "rise"))
+    assert "jp-Notebook" in document and "jp-MarkdownCell" in document, "JupyterLab did not open the notebook"
+    assert "official Jupyter news" not in document
+    assert "Javascript Error" not in document
+    views, drawn = bertviz_views(document)
+    assert views >= 6 and drawn == views, (views, drawn)
+    # RISE (jupyterlab-rise): a reveal.js slide per slide cell, MathJax from JupyterLab, no network
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in cells]
+    assert 'class="reveal' in rise and "mjx-container" in rise
+    assert rise.count("<section") == 2 * kinds.count("slide") + kinds.count("subslide")
+    # Without the course's settings JupyterLab asks about the news (so the check above can fail).
+    (plain,) = jupyterlab_dom(tmp_path / "plain", notebook, tmp_path / "no-settings")
+    assert "official Jupyter news" in plain

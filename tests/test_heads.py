@@ -129,29 +129,23 @@ def test_head_and_model_view_embed_our_rounded_maps(model, batch):
     # small and stable: no number longer than "0.123"
     numbers = re.findall(r"\d+\.\d+", json.dumps(cross["attn"]))
     assert numbers and max(len(n) for n in numbers) <= 5
-    # bertviz writes its parameters twice (once more in a comment): we keep one copy
-    assert html.count('"root_div_id"') == 1 and "PYTHON_PARAMS is a template marker" in html
     mv = heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
-    assert mv.count('"root_div_id"') == 1
     assert _params(mv)["display_mode"] == "light"
     assert len(_params(mv)["attention"]) == 3
 
 
-def test_view_displays_what_bertviz_displays(model, batch, monkeypatch):
-    """In a notebook: the require.js tag, the <div> and the script, as bertviz's own "view"."""
-    import IPython.display
+def test_view_is_bertvizs_own_display(model, batch, monkeypatch):
+    """In a notebook our views are bertviz's own: the require.js tag, the <div> and the script."""
+    import sys
 
     shown = []
-    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    monkeypatch.setattr(sys.modules["bertviz.head_view"], "display", shown.append)
     maps = heads.translator_attention(model, *batch)
     assert heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT) is None
     assert [type(o).__name__ for o in shown] == ["HTML", "HTML", "Javascript"]
-    assert "require.min.js" in shown[0].data
     assert shown[1].data.strip().startswith('<div id="bertviz-')
-    js = shown[2].data
-    assert js.count('"root_div_id"') == 1 and "requirejs(['jquery', 'd3']" in js
-    with pytest.raises(ValueError, match="html_action"):
-        heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="show")
+    assert "requirejs(['jquery', 'd3']" in shown[2].data
+    assert _params(shown[2].data)["attention"][2]["left_text"] == TGT
 
 
 def test_bertviz_ids_are_sanitised_for_nbval(model, batch):
@@ -224,39 +218,41 @@ def test_score_breakdown_matches_attention():
         heads.plot_score_breakdown(q[0], k, list("abc"), "it")
 
 
-def test_offline_page_replaces_the_cdn(model, batch, tmp_path):
+def test_offline_scripts_come_from_installed_packages():
+    files = heads.script_files()
+    assert files is not None, "install the course's 'lab' extra (mpld3, nbclassic)"
+    assert files["d3"].read_text(encoding="utf-8").startswith("// https://d3js.org v5.")
+    page = heads.offline_scripts().data
+    code = {name: path.read_text(encoding="utf-8").replace("</script", "<\\/script") for name, path in files.items()}
+    # d3 and jQuery run with the AMD loader hidden, then require.js, then the two modules bertviz asks for
+    order = [page.index("(function (define, module, exports) {"), page.index(code["d3"]), page.index(code["jquery"]),
+             page.index("}).call(window);\n"), page.index(code["requirejs"]),
+             page.index('window.define("d3", [], function () { return window.d3; });'),
+             page.index('window.define("jquery", [], function () { return window.jQuery; });')]
+    assert order == sorted(order)
+    assert type(heads.offline_scripts()).__name__ == "Javascript"  # run in order with bertviz's views
+    assert "cdnjs" not in page and "</script" not in page
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_offline_scripts_without_the_packages(monkeypatch, lang):
+    from minitransformer import i18n
+
+    monkeypatch.setattr(heads, "SCRIPTS", {"d3": ("no_such_package_here", "d3.js")})
+    assert heads.script_files() is None
+    monkeypatch.setattr(i18n, "_language", lang)
+    note = heads.offline_scripts().data
+    assert "<script" not in note
+    assert ("cargará" if lang == "es" else "will load") in note
+
+
+def test_write_offline_page(model, batch, tmp_path):
     maps = heads.translator_attention(model, *batch)
     view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    assert "cdnjs" in view.data
-    page = heads.offline_page(view, {"requirejs": "js/r.js", "d3": "js/d3.js", "jquery": "js/jq.js"})
-    assert '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js' not in page
-    # the local libraries come first: d3 and jQuery before require.js, then named modules
-    order = [page.index(s) for s in ("js/d3.js", "js/jq.js", "js/r.js", 'define("d3"', "requirejs(['jquery', 'd3']")]
-    assert order == sorted(order)
-    with pytest.raises(ValueError, match="lacks"):
-        heads.offline_page(view, {"d3": "x"})
-    fake = {"requirejs": tmp_path / "a.js", "d3": tmp_path / "b.js", "jquery": tmp_path / "c.js"}
-    for p in fake.values():
-        p.write_text("// library\n")
-    path = heads.write_offline_page(view, tmp_path / "out", "h.html", libraries=fake)
-    assert path.read_text(encoding="utf-8").count("<svg") == 0  # drawn by the browser, not here
-    assert sorted(p.name for p in (tmp_path / "out" / "js").iterdir()) == ["d3.js", "jquery.js", "requirejs.js"]
-
-
-def test_js_libraries_needs_d3_4_or_later(tmp_path, monkeypatch):
-    monkeypatch.delenv("MINITRANSFORMER_JS_DIR", raising=False)
-    monkeypatch.setattr(heads, "_CANDIDATES", {k: [c for c in v if not c.startswith("/")]
-                                               for k, v in heads._CANDIDATES.items()})
-    (tmp_path / "require.js").write_text("var requirejs;")
-    (tmp_path / "jquery.min.js").write_text("/*! jQuery v3.6.1 */")
-    (tmp_path / "d3.min.js").write_text("// https://d3js.org Version 3.5.17. Copyright\n!function(){var d3={version:\"3.5.17\"};}")
-    assert heads.js_libraries([tmp_path]) is None
-    (tmp_path / "d3.min.js").write_text("// https://d3js.org v5.16.0 Copyright 2022 Mike Bostock\n")
-    found = heads.js_libraries([tmp_path])
-    assert found == {"requirejs": tmp_path / "require.js", "d3": tmp_path / "d3.min.js",
-                     "jquery": tmp_path / "jquery.min.js"}
-    monkeypatch.setenv("MINITRANSFORMER_JS_DIR", str(tmp_path))
-    assert heads.js_libraries() == found
+    page = heads.write_offline_page(view, tmp_path / "sub" / "h.html").read_text(encoding="utf-8")
+    assert page.index(f"<script>\n{heads.offline_scripts().data}\n</script>") < page.index(view.data)  # view unchanged
+    with pytest.raises(TypeError):
+        heads.write_offline_page(3, tmp_path / "x.html")
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])

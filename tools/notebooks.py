@@ -148,17 +148,21 @@ def title_cell(src: Source, lang: str) -> str:
 
 
 SETUP_CODE = '''\
-# «Preparación: en Colab instala el paquete del curso (torch ya viene instalado); en tu equipo no hace nada más.|Setup: in Colab this installs the course package (torch is already there); elsewhere it does nothing more.»
+# «Preparación: en Colab instala el paquete del curso (torch ya viene|Setup: in Colab this installs the course package (torch is already»
+# «instalado); en tu equipo no hace nada más.|there); elsewhere it does nothing more.»
 import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "minitransformer @ git+https://github.com/{repo}"], check=True)
+    url = "https://github.com/{repo}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    f"minitransformer @ git+{url}"], check=True)
 
 from minitransformer.runtime import setup
 
 LANG = "es"  # «idioma de las figuras y de los mensajes|language of figures and messages»
-device = setup(seed=0, lang=LANG)  # «semilla fija: en el mismo tipo de máquina, los mismos números|fixed seed: the same numbers on the same kind of machine»'''
+# «semilla fija: en el mismo tipo de máquina, los mismos números|fixed seed: the same numbers on the same kind of machine»
+device = setup(seed=0, lang=LANG)'''
 
 
 def markdown_cell(text: str, cell_id: str) -> nbformat.NotebookNode:
@@ -176,8 +180,10 @@ def markdown_cell(text: str, cell_id: str) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_markdown_cell(text, id=cell_id)
     if attachments:
         cell["attachments"] = attachments
+    # A heading starts a slide; every other Markdown cell starts a subslide with the code cells
+    # that follow it, so that each slide fits a 1280 × 720 screen (tools/slides.py, RISE).
     first = text.lstrip().split("\n", 1)[0]
-    slide = "slide" if first.startswith(("# ", "## ")) else "-"
+    slide = "slide" if first.startswith(("# ", "## ")) else "subslide"
     cell["metadata"] = {"slideshow": {"slide_type": slide}}
     return cell
 

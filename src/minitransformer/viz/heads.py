@@ -1,8 +1,9 @@
 """Attention heads: bertviz views fed from our models' own maps, and static figures of them.
 
-bertviz (head view, model view) draws attention in the browser with JavaScript that it loads
-from a CDN; the static matplotlib figures here draw the same maps anywhere (slides, PDF,
-offline). The maps always come from the model's own forward pass
+bertviz (head view, model view) draws attention in the browser with three JavaScript libraries
+that it loads from a CDN; :func:`offline_scripts` gives the page those libraries from packages
+installed with the course, so the views also draw offline. The static matplotlib figures here
+draw the same maps anywhere (slides, PDF, GitHub). The maps always come from the model's own forward pass
 (``Transformer.forward(..., return_attention=True)`` or ``Encoder.forward``): nothing here
 recomputes attention.
 
@@ -12,11 +13,10 @@ Dh d_head.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
-import re
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
-from ..i18n import tr
+from ..i18n import say, tr
 from ..model import AttentionMaps
 from .attention import heatmap
 
@@ -41,8 +41,8 @@ __all__ = [
     "plot_alignment",
     "plot_head_scores",
     "plot_score_breakdown",
-    "js_libraries",
-    "offline_page",
+    "script_files",
+    "offline_scripts",
     "write_offline_page",
 ]
 
@@ -149,20 +149,19 @@ def head_view(
     tgt_tokens: Sequence[str] | None = None,
     index: int = 0,
     decimals: int | None = 3,
-    html_action: str = "view",
     **options: Any,
 ):
     """bertviz's head view of our maps (arguments as :func:`bertviz_arguments`).
 
-    ``options`` go to ``bertviz.head_view`` (``layer``, ``heads``, ``include_layers``...).
-    With ``html_action="return"`` returns bertviz's HTML object instead of displaying it.
+    ``options`` go to ``bertviz.head_view`` (``layer``, ``heads``, ``include_layers``,
+    ``html_action="return"`` for the HTML instead of displaying it...).
     """
     from bertviz import head_view as bertviz_head_view
 
     kwargs = bertviz_arguments(
         maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
     )
-    return _show(bertviz_head_view, kwargs, html_action, options)
+    return bertviz_head_view(**kwargs, **options)
 
 
 def model_view(
@@ -173,49 +172,20 @@ def model_view(
     tgt_tokens: Sequence[str] | None = None,
     index: int = 0,
     decimals: int | None = 3,
-    html_action: str = "view",
     display_mode: str = "light",
     **options: Any,
 ):
     """bertviz's model view (every layer × every head) of our maps.
 
     Arguments as :func:`head_view`; ``options`` go to ``bertviz.model_view``
-    (``include_layers``, ``include_heads``...).
+    (``include_layers``, ``include_heads``, ``html_action``...).
     """
     from bertviz import model_view as bertviz_model_view
 
     kwargs = bertviz_arguments(
         maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
     )
-    return _show(bertviz_model_view, kwargs, html_action, {"display_mode": display_mode, **options})
-
-
-# bertviz's page: the require.js tag, the <div> it draws into, then its script.
-_BERTVIZ_PAGE = re.compile(
-    r'(<script src="[^"]*"></script>)(.*?)\n<script type="text/javascript">\n(.*)\n</script>\n?$', re.S
-)
-# bertviz puts its parameters (all the attention) in the script twice: once in the code and once
-# more in the comment that follows it, because the comment names the template marker.
-_PARAMS_COPY = re.compile(r"(const params = \{.*?\}; // HACK: )\{.*?\}( is a template marker)", re.S)
-
-
-def _show(view_fn, kwargs: dict, html_action: str, options: Mapping[str, Any]):
-    """Run a bertviz view; keep one copy of its parameters; display it as bertviz does."""
-    if html_action not in ("view", "return"):
-        raise ValueError("html_action must be 'view' or 'return'")
-    from IPython.display import HTML, Javascript, display
-
-    page = view_fn(**kwargs, html_action="return", **options).data
-    page = _PARAMS_COPY.sub(r"\1PYTHON_PARAMS\2", page, count=1)
-    if html_action == "return":
-        return HTML(page)
-    parts = _BERTVIZ_PAGE.match(page)
-    if parts is None:  # another bertviz layout: let bertviz display itself
-        return view_fn(**kwargs, html_action="view", **options)
-    display(HTML(parts.group(1)))
-    display(HTML(parts.group(2)))
-    display(Javascript(parts.group(3)))
-    return None
+    return bertviz_model_view(**kwargs, display_mode=display_mode, **options)
 
 
 # --------------------------------------------------------------------------- finding heads
@@ -529,113 +499,89 @@ def plot_score_breakdown(
     return fig
 
 
-# --------------------------------------------------------------------------- offline pages
+# --------------------------------------------------------------------------- offline views
 
-# Where the three JavaScript libraries that bertviz loads from a CDN can be found locally.
-# Each entry is tried in order: a folder from the argument or MINITRANSFORMER_JS_DIR (npm's
-# node_modules layout, e.g. after `npm install requirejs d3@5 jquery`, or the files
-# themselves), then Debian's packages (`apt-get install libjs-requirejs node-d3 libjs-jquery`).
-_CANDIDATES = {
-    "requirejs": ["node_modules/requirejs/require.js", "require.min.js", "require.js",
-                  "/usr/share/javascript/requirejs/require.min.js"],
-    "d3": ["node_modules/d3/dist/d3.min.js", "d3.min.js", "d3.js", "/usr/share/nodejs/d3/dist/d3.min.js"],
-    "jquery": ["node_modules/jquery/dist/jquery.min.js", "jquery.min.js", "jquery.js",
-               "/usr/share/javascript/jquery/jquery.min.js"],
+# bertviz's views ask require.js for the modules "d3" (version 4 or later) and "jquery", and
+# load require.js itself from a CDN. These packages, installed with the course's `lab` extra,
+# ship the three files: name -> (package, file inside the package).
+SCRIPTS = {
+    "d3": ("mpld3", "js/d3.v5.min.js"),
+    "jquery": ("nbclassic", "static/components/jquery/jquery.min.js"),
+    "requirejs": ("nbclassic", "static/components/requirejs/require.js"),
 }
-_D3_VERSION = re.compile(rb"d3js\.org v?(\d+)\.|version\s*=\s*\"(\d+)\.|version:\s*\"(\d+)\.")
 
 
-def _d3_major(path: Path) -> int | None:
-    m = _D3_VERSION.search(path.read_bytes()[:4096])
-    if m is None:
-        m = _D3_VERSION.search(path.read_bytes())
-    return int(next(g for g in m.groups() if g)) if m else None
+def script_files() -> dict[str, Path] | None:
+    """Where the installed packages keep d3, jQuery and require.js; ``None`` if one is missing."""
+    found = {}
+    for name, (package, inner) in SCRIPTS.items():
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = Path(next(iter(spec.submodule_search_locations))) / inner
+        if not path.is_file():
+            return None
+        found[name] = path
+    return found
 
 
-def js_libraries(folders: Sequence[str | os.PathLike] | None = None) -> dict[str, Path] | None:
-    """Local copies of require.js, d3 (version 4 or later) and jQuery, or ``None``.
+def _inline(code: str) -> str:
+    """JavaScript made safe inside a <script> element."""
+    return code.replace("</script", "<\\/script").replace("<!--", "<\\!--")
 
-    Looks in ``folders``, then in the folder named by the environment variable
-    ``MINITRANSFORMER_JS_DIR``, then where Debian's packages put them.
+
+def offline_scripts():
+    """bertviz's three libraries, from installed packages, as one script to display once.
+
+    Display it in a notebook before bertviz's views (or put it in a page before them): it defines
+    the require.js modules ``"d3"`` and ``"jquery"`` that the views ask for, so they draw with no
+    network and bertviz's CDN addresses are never used. d3 and jQuery run with the AMD loader
+    hidden (they become the globals ``d3`` and ``jQuery``); require.js becomes the page's loader
+    unless the page already has one (a slide deck does). Displaying it twice is harmless.
+
+    It is a JavaScript output (as bertviz's own views are), so JupyterLab runs it in order with
+    them, also when it shows the stored outputs of a trusted notebook. Without the packages (in
+    Colab, which is online) it is a one-line note and bertviz loads its libraries from the internet.
     """
-    roots = [Path(f) for f in folders or []]
-    if os.environ.get("MINITRANSFORMER_JS_DIR"):
-        roots.append(Path(os.environ["MINITRANSFORMER_JS_DIR"]))
-    found: dict[str, Path] = {}
-    for name, candidates in _CANDIDATES.items():
-        paths = [r / c for r in roots for c in candidates if not c.startswith("/")]
-        paths += [Path(c) for c in candidates if c.startswith("/")]
-        for p in paths:
-            if p.is_file() and (name != "d3" or (_d3_major(p) or 0) >= 4):
-                found[name] = p
-                break
-    return found if len(found) == len(_CANDIDATES) else None
+    from IPython.display import HTML, Javascript
 
-
-_CDN_REQUIRE = re.compile(r'<script src="https?://[^"]*require[^"]*"></script>')
-
-
-def offline_page(view_html: Any, scripts: Mapping[str, str], title: str = "bertviz") -> str:
-    """A standalone HTML page of a bertviz view that loads its libraries from local files.
-
-    bertviz's page loads require.js, d3 and jQuery from a CDN. Here they come from
-    ``scripts`` (URLs relative to the page, or ``file://`` URLs) and are registered as the
-    modules ``"d3"`` and ``"jquery"`` before bertviz asks for them, so nothing is fetched.
-
-    Args:
-        view_html: what ``head_view``/``model_view`` return with ``html_action="return"``
-            (an ``IPython.display.HTML``) or its HTML text.
-        scripts: URLs of ``"requirejs"``, ``"d3"`` and ``"jquery"``.
-    """
-    html = getattr(view_html, "data", view_html)
-    if not isinstance(html, str):
-        raise TypeError("view_html must be bertviz's HTML object or a string")
-    missing = {"requirejs", "d3", "jquery"} - set(scripts)
-    if missing:
-        raise ValueError(f"scripts lacks {sorted(missing)}")
-    body = _CDN_REQUIRE.sub("", html)
-    head = "\n".join([
-        # d3 and jQuery first, while no AMD loader exists: they become the globals d3 and jQuery.
-        f'<script src="{scripts["d3"]}"></script>',
-        f'<script src="{scripts["jquery"]}"></script>',
-        f'<script src="{scripts["requirejs"]}"></script>',
-        '<script>define("d3", [], function () { return window.d3; });',
-        'define("jquery", [], function () { return window.jQuery; });</script>',
-    ])
-    return (
-        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{title}</title>\n{head}\n</head>\n<body>\n{body}\n</body>\n</html>\n"
+    files = script_files()
+    if files is None:
+        return HTML("<p>" + say(
+            "bertviz cargará sus bibliotecas de JavaScript de internet (instala el extra «lab» del curso "
+            "para usarlas sin conexión).",
+            "bertviz will load its JavaScript libraries from the internet (install the course's 'lab' "
+            "extra to use them offline).",
+        ) + "</p>")
+    code = {name: _inline(path.read_text(encoding="utf-8")) for name, path in files.items()}
+    return Javascript(
+        "// bertviz's libraries: d3, jQuery and require.js from installed packages\n"
+        "(function (define, module, exports) {\n"
+        f"{code['d3']}\n;\n{code['jquery']}\n;\n}}).call(window);\n"
+        f"{code['requirejs']}\n;\n"
+        "// run inside a function (as JupyterLab does), require.js is not yet the page's loader\n"
+        'if (typeof window.define === "undefined") {\n'
+        "  window.requirejs = requirejs; window.require = require; window.define = define;\n"
+        "}\n"
+        'window.define("d3", [], function () { return window.d3; });\n'
+        'window.define("jquery", [], function () { return window.jQuery; });\n'
     )
 
 
-def write_offline_page(
-    view_html: Any,
-    folder: str | os.PathLike,
-    name: str = "view.html",
-    libraries: Mapping[str, str | os.PathLike] | None = None,
-) -> Path:
-    """Write a bertviz view as a page that works without internet; returns its path.
+def write_offline_page(view: Any, path: str | os.PathLike, title: str = "bertviz") -> Path:
+    """Save a bertviz view (``html_action="return"``) as one page that draws offline.
 
-    The three libraries (``libraries``, by default :func:`js_libraries`) are copied into
-    ``folder/js`` beside the page, so the folder can be opened anywhere (or zipped).
-
-    Raises:
-        FileNotFoundError: if the libraries are not installed.
+    The page holds :func:`offline_scripts` and then the view, unchanged: it can be copied to any
+    computer and opened with a browser.
     """
-    libs = dict(libraries) if libraries is not None else js_libraries()
-    if not libs:
-        raise FileNotFoundError(
-            "require.js, d3 (>= 4) and jQuery were not found: install them with npm "
-            "(`npm install requirejs d3@5 jquery` and set MINITRANSFORMER_JS_DIR to that folder) "
-            "or with apt (`apt-get install libjs-requirejs node-d3 libjs-jquery`)"
-        )
-    folder = Path(folder)
-    (folder / "js").mkdir(parents=True, exist_ok=True)
-    urls = {}
-    for key, src in libs.items():
-        target = folder / "js" / f"{key}.js"
-        shutil.copyfile(src, target)
-        urls[key] = f"js/{key}.js"
-    page = folder / name
-    page.write_text(offline_page(view_html, urls, title=Path(name).stem), encoding="utf-8")
-    return page
+    html = getattr(view, "data", view)
+    if not isinstance(html, str):
+        raise TypeError("view must be bertviz's HTML object (html_action='return') or its text")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n</head>\n<body>\n'
+        f"<script>\n{offline_scripts().data}\n</script>\n{html}\n</body>\n</html>\n",
+        encoding="utf-8",
+    )
+    return path

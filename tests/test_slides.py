@@ -1,0 +1,174 @@
+"""The slide decks (tools/slides.py), built as the README says and opened offline in headless Chromium.
+
+Every deck of every notebook, in both languages, is built into a temporary folder; a copy of each
+is opened with every network request refused and a script (``deck_check.js``) visits every slide:
+reveal.js must have initialised, the deck must have one slide per slide cell of the notebook, and no
+text or picture may fall off the 1280 × 720 screen or be cut. The bertviz views of notebook 08 must
+draw. Without Chromium only the checks that need no browser run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import slides  # noqa: E402
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+NOTEBOOKS = {lang: sorted((ROOT / "notebooks" / lang).glob("[0-9][0-9]_*.ipynb")) for lang in slides.LANGS}
+DECKS = [(lang, nb) for lang in slides.LANGS for nb in NOTEBOOKS[lang]]
+MIN_SCALE = 0.35  # a slide may be shrunk to fit the screen, but not below this
+
+
+def chromium(url: str, *args: str, budget_ms: int = 20000) -> str:
+    with tempfile.TemporaryDirectory() as profile:
+        result = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-extensions", f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",
+             "--hide-scrollbars", "--window-size=1280,720", f"--virtual-time-budget={budget_ms}", *args, url],
+            capture_output=True, text=True, timeout=180,
+        )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Every deck, built by the command the README gives (python tools/slides.py --out DIR)."""
+    out = tmp_path_factory.mktemp("slides")
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "slides.py"), "--out", str(out)],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def deck_of(out: Path, lang: str, nb: Path) -> Path:
+    return out / lang / f"{nb.stem}.html"
+
+
+@pytest.mark.parametrize("lang,nb", DECKS, ids=lambda x: getattr(x, "name", x))
+def test_deck_is_local_and_has_every_slide(built, lang, nb):
+    deck = deck_of(built, lang, nb)
+    text = deck.read_text(encoding="utf-8")
+    # Every script and style sheet the deck itself loads is a file beside it (no CDN). (Outputs of
+    # the notebook in between may name a CDN: bertviz's own require.js tag, unused offline.)
+    frame = text[:text.index("<body")] + text[text.rindex("</main>"):]
+    for url in re.findall(r'<(?:script|link)[^>]*(?:src|href)="([^"]+)"', frame):
+        assert "://" not in url and not url.startswith("//"), f"{deck.name} loads {url}"
+        assert (deck.parent / url.split("?")[0]).is_file(), f"{deck.name}: {url} is missing"
+    assert "reveal/dist/reveal.js" in text and "mathjax/MathJax.js" in text
+    # The title's link to the other language leads to that language's deck.
+    links = re.findall(r'href="(\.\./(?:es|en)/[^"]+)"', text)
+    assert links and all(link.endswith(".html") and (deck.parent / link).is_file() for link in links), links
+    # reveal.js's structure: a slide cell opens a column (<section>) and its first slide (<section>);
+    # each subslide cell one more slide in that column.
+    kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nbformat.read(nb, as_version=4).cells]
+    assert kinds[0] == "slide" and slides.slide_count(nbformat.read(nb, as_version=4)) > kinds.count("slide")
+    assert text.count("<section") == 2 * kinds.count("slide") + kinds.count("subslide")
+
+
+def test_assets_come_from_installed_packages(built):
+    static = built / "_static"
+    for name, (package, inner) in slides.ASSETS.items():
+        source = slides.package_dir(package) / inner
+        target = static / name
+        probe = "dist/reveal.js" if name == "reveal" else ("MathJax.js" if name == "mathjax" else "")
+        assert (target / probe).read_bytes() == (source / probe).read_bytes()
+    index = (built / "index.html").read_text(encoding="utf-8")
+    for lang, nb in DECKS:
+        assert f'href="{lang}/{nb.stem}.html"' in index
+
+
+def test_slide_metadata_follows_the_headings():
+    """A heading starts a slide, every other Markdown cell a subslide (what RISE shows live too)."""
+    for _lang, nb in DECKS:
+        for cell in nbformat.read(nb, as_version=4).cells:
+            if cell.cell_type != "markdown":
+                continue
+            kind = cell.metadata.get("slideshow", {}).get("slide_type")
+            heading = cell.source.lstrip().startswith(("# ", "## "))
+            assert kind == ("slide" if heading else "subslide"), f"{nb.name}: {cell.source[:40]!r} is {kind}"
+
+
+@pytest.fixture(scope="module")
+def reports(built):
+    """Each deck opened offline in Chromium with deck_check.js: its JSON report."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium); .ci/run installs it")
+    check = (Path(__file__).with_name("deck_check.js")).read_text(encoding="utf-8")
+
+    def run(item):
+        lang, nb = item
+        deck = deck_of(built, lang, nb)
+        probe = deck.with_name(f".check-{deck.name}")  # beside the deck: the same relative paths
+        probe.write_text(deck.read_text(encoding="utf-8").replace("</html>", f"<script>{check}</script>\n</html>"),
+                         encoding="utf-8")
+        dom = chromium(probe.as_uri(), "--dump-dom")
+        found = re.findall(r'<pre id="deck-report">(.*?)</pre>', dom, re.S)
+        return item, json.loads(html.unescape(found[-1])) if found else {"ready": False, "dom": dom[-500:]}
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, DECKS))
+
+
+@pytest.mark.parametrize("lang,nb", DECKS, ids=lambda x: getattr(x, "name", x))
+def test_deck_works_offline_and_every_slide_fits(reports, lang, nb):
+    report = reports[(lang, nb)]
+    assert report["ready"], f"{nb.name}: reveal.js did not start offline: {report}"
+    assert report["size"] == [slides.WIDTH, slides.HEIGHT]
+    n = slides.slide_count(nbformat.read(nb, as_version=4))
+    assert report["total"] == n == len(report["slides"]), f"{nb.name}: {report['total']} slides for {n} slide cells"
+    for s in report["slides"]:
+        where = f"{lang}/{nb.name} slide {s['h']}/{s['v']} ({s['title']!r})"
+        assert not s["problems"], f"{where} overflows: {s['problems']}"
+        assert MIN_SCALE <= s["fit"] <= 1, f"{where} is shrunk to {s['fit']}"
+
+
+@pytest.mark.parametrize("lang", slides.LANGS)
+def test_bertviz_views_draw_in_the_deck(reports, lang):
+    nb = next(p for p in NOTEBOOKS[lang] if p.name.startswith("08_"))
+    views = reports[(lang, nb)]["bertviz"]
+    assert views["views"] >= 5 and views["drawn"] == views["views"], views
+
+
+def test_formulas_are_typeset_offline(built):
+    """MathJax (from the installed package) turns the formulas of notebook 01 into rendered maths."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed")
+    nb = next(p for p in NOTEBOOKS["en"] if p.name.startswith("01_"))
+    dom = chromium(deck_of(built, "en", nb).as_uri() + "#/2", "--dump-dom")
+    assert dom.count('class="MathJax"') + dom.count('class="MathJax_Display"') >= 10
+    assert "math processing error" not in dom.lower()
+
+
+def test_lab_settings_for_a_projector(tmp_path):
+    """`python course.py lab` writes JupyterLab settings that silence the news question and the update
+    check, as an overrides.d file of the environment (JupyterLab's own mechanism); rewriting is stable."""
+    sys.path.insert(0, str(ROOT))
+    import course
+
+    path = course.write_lab_settings(tmp_path)
+    assert path.relative_to(tmp_path).as_posix() == "share/jupyter/lab/settings/overrides.d/transformers-desde-cero.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    notification = settings["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"fetchNews": "false", "checkForUpdates": False}
+    # the values are valid for the installed JupyterLab's schema
+    schema_dir = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / "@jupyterlab" / "apputils-extension"
+    schema = json.loads((schema_dir / "notification.json").read_text(encoding="utf-8"))
+    assert notification["fetchNews"] in [o["const"] for o in schema["properties"]["fetchNews"]["oneOf"]]
+    assert schema["properties"]["checkForUpdates"]["type"] == "boolean"
+    before = path.stat().st_mtime_ns
+    assert course.write_lab_settings(tmp_path) == path and path.stat().st_mtime_ns == before
