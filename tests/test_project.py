@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's dependency tomli is the same parser
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -31,11 +31,15 @@ import os
 import re
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's dependency tomli is the same parser
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIR = ROOT / "notebooks" / "source"

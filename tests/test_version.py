@@ -1,0 +1,59 @@
+"""The version is written once, as ``__version__`` in the package; the metadata is built from it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import minitransformer
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's dependency tomli is the same parser
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def source_version() -> str:
+    text = (ROOT / "src" / "minitransformer" / "__init__.py").read_text(encoding="utf-8")
+    found = re.findall(r'^__version__ = "([^"]+)"$', text, flags=re.M)
+    assert len(found) == 1, "__init__.py must assign __version__ exactly once, as a string literal"
+    return found[0]
+
+
+def test_pyproject_takes_the_version_from_the_package():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in data["project"], "the version is written in __init__.py, not in pyproject.toml"
+    assert "version" in data["project"]["dynamic"]
+    assert data["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "minitransformer.__version__"}
+
+
+def test_imported_version_is_the_one_in_the_source():
+    assert minitransformer.__version__ == source_version()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", minitransformer.__version__)
+
+
+def test_built_metadata_carries_the_package_version(tmp_path):
+    # Build the distribution's metadata from a copy of the project (nothing is written into the
+    # repository) and check that its Version is __version__ (changed here to prove it is read).
+    project = tmp_path / "project"
+    (project / "src" / "minitransformer").mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, project / name)
+    init = (ROOT / "src" / "minitransformer" / "__init__.py").read_text(encoding="utf-8")
+    bumped = init.replace(f'__version__ = "{source_version()}"', '__version__ = "9.8.7"')
+    (project / "src" / "minitransformer" / "__init__.py").write_text(bumped, encoding="utf-8")
+    out = tmp_path / "meta"
+    out.mkdir()
+    subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from setuptools import build_meta; build_meta.prepare_metadata_for_build_wheel(sys.argv[1])",
+         str(out)],
+        cwd=project, check=True, capture_output=True,
+    )
+    (metadata,) = out.glob("*.dist-info/METADATA")
+    assert "\nVersion: 9.8.7\n" in metadata.read_text(encoding="utf-8")
