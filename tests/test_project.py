@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
-import tomllib
 import warnings
 from pathlib import Path
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's dependency tomli is the same parser
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,12 +39,16 @@ import re
 import sys
 import time
 import tokenize
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's dependency tomli is the same parser
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIR = ROOT / "notebooks" / "source"
