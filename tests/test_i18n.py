@@ -7,6 +7,7 @@ The package's errors are ``raise error("español", "English")`` (a ``CourseError
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -171,3 +172,80 @@ def test_progress_bar_speaks_the_language_set(lang, label, language, capsys):
     bar = capsys.readouterr().err
     assert label in bar
     assert ("training" if lang == "es" else "entrenamiento") not in bar
+
+
+# ------------------------------------------------------------------ numbers the reader's way
+
+
+def test_decimal_and_integer_follow_the_language(language):
+    assert i18n.decimal(0.64732, 3, "es") == "0,647" and i18n.decimal(0.64732, 3, "en") == "0.647"
+    assert i18n.decimal(-0.00001, 2, "es") == "0,00"  # no "-0,00"
+    assert i18n.integer(250_666, "es") == "250 666" and i18n.integer(250_666, "en") == "250,666"
+    assert i18n.integer(2048, "es") == i18n.integer(2048, "en") == "2048"
+    language("es")
+    assert i18n.decimal(1.5, 1) == "1,5" and i18n.integer(37_000) == "37 000"
+    language("en")
+    assert i18n.decimal(1.5, 1) == "1.5" and i18n.integer(37_000) == "37,000"
+
+
+def _figure_texts(fig) -> list[str]:
+    """Every text drawn on the figure, tick labels included."""
+    import matplotlib.text
+
+    fig.canvas.draw()
+    return [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text()]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_figures_write_decimals_the_readers_way(lang):
+    import re
+
+    import matplotlib.pyplot as plt
+
+    from minitransformer.viz.attention import plot_attention
+    from minitransformer.viz.positional import plot_waves
+
+    weights = torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
+    for fig in (plot_attention(weights, ["a", "b", "c"], ["a", "b", "c"], lang=lang, title="0.5"),
+                plot_waves(sinusoidal_encoding(20, 8), [0, 2], lang=lang)):
+        texts = _figure_texts(fig)
+        points = [t for t in texts if re.search(r"\d\.\d", t)]
+        commas = [t for t in texts if re.search(r"\d(,|\{,\})\d", t)]
+        if lang == "es":
+            assert points == [] and commas
+        else:
+            assert commas == [] and points
+        plt.close(fig)
+
+
+def test_head_grid_tick_labels_do_not_overlap():
+    import matplotlib.pyplot as plt
+
+    from minitransformer.viz.attention import plot_heads
+
+    words = ["el", "perro", "ladra", "<pad>", "<pad>", "<pad>"]
+    fig = plot_heads(torch.full((4, 6, 6), 1 / 6), words, words, lang="es")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:4]:
+        labels = [t for t in ax.get_xticklabels() if t.get_text()]
+        assert len(labels) == 6
+        if labels[0].get_rotation() == 0:
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), "x tick labels overlap"
+        else:  # slanted: neighbouring lines of text must be further apart than a line's height
+            ticks = ax.transData.transform([(i, 0) for i in range(6)])[:, 0]
+            spacing = min(ticks[1:] - ticks[:-1])
+            height = labels[0].get_fontsize() * fig.dpi / 72
+            assert spacing * math.sin(math.radians(labels[0].get_rotation())) > height, "x tick labels overlap"
+    plt.close(fig)
+
+
+def test_mistake_kinds_print_in_the_readers_language():
+    from minitransformer.viz.training import mistake_kind, mistake_kinds_text
+
+    kinds = {"changed": 3, "extra": 2, "missing": 1}
+    assert mistake_kind("one two", "one") == "extra"  # the keys stay English for code
+    assert mistake_kinds_text(kinds, "es") == "faltan palabras: 1 · sobran palabras: 2 · cambia una palabra: 3"
+    assert mistake_kinds_text(kinds, "en") == "missing words: 1 · extra words: 2 · a word changed: 3"
+    assert mistake_kinds_text({"extra": 4}, "es") == "sobran palabras: 4"

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyBboxPatch
 
 from ..i18n import check_lang, tr
+from .style import localise
 
 __all__ = [
     "COLORS",
@@ -154,7 +155,7 @@ def _labels(lang: str) -> dict[str, str]:
         "encoder": "Codificador" if es else "Encoder",
         "decoder": "Decodificador" if es else "Decoder",
         "enc_out": "salida del\ncodificador" if es else "encoder\noutput",
-        "sdpa": "Atención de producto\nescalar escalado" if es else "Scaled Dot-Product\nAttention",
+        "sdpa": "Atención de producto\nescalar escalada" if es else "Scaled Dot-Product\nAttention",
         "concat": "Concatenar" if es else "Concat",
     }
 
@@ -297,7 +298,7 @@ def draw_transformer(lang: str = "es") -> Figure:
     _box(ax, cd, y_soft, _BW * 0.8, 0.6, L["softmax"], "softmax")
     _line(ax, [(cd, y_soft + 0.3), (cd, y_soft + 0.85)])
     _text(ax, cd, y_soft + 1.15, L["probs"], size=FONT)
-    return fig
+    return localise(fig, lang)
 
 
 def draw_encoder_block(lang: str = "es") -> Figure:
@@ -313,7 +314,7 @@ def draw_encoder_block(lang: str = "es") -> Figure:
     _text(ax, cx - _BW / 2 - 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="right")
     _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])
     _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, S, d_model)", "output  (B, S, d_model)"), size=FONT)
-    return fig
+    return localise(fig, lang)
 
 
 def draw_decoder_block(lang: str = "es") -> Figure:
@@ -332,7 +333,7 @@ def draw_decoder_block(lang: str = "es") -> Figure:
     _text(ax, cx + _BW / 2 + 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="left")
     _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])
     _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, T, d_model)", "output  (B, T, d_model)"), size=FONT)
-    return fig
+    return localise(fig, lang)
 
 
 def draw_multi_head_attention(lang: str = "es") -> Figure:
@@ -362,4 +363,4 @@ def draw_multi_head_attention(lang: str = "es") -> Figure:
     _text(ax, cx, y_out + 1.4, tr(lang, "salida  (B, T, d_model)", "output  (B, T, d_model)"), size=FONT)
     _text(ax, xs["Q"] + 1.45, y_lin - 0.55, tr(lang, "una por cabeza:\nd_model → d_head", "one per head:\nd_model → d_head"),
           size=FONT - 2, color=MUTED, ha="left", va="top")
-    return fig
+    return localise(fig, lang)

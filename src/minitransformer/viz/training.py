@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..i18n import tr
+from ..i18n import integer, tr
+from .style import localise
 
 __all__ = [
     "plot_lr_schedule",
@@ -54,7 +55,7 @@ def plot_lr_schedule(curves: Mapping[str, Sequence[float]], lang: str = "es",
     ax.legend()
     ax.set_title(title if title is not None else tr(lang, "Calentamiento y decaimiento (warm-up)",
                                                      "Warm-up and decay"))
-    return fig
+    return localise(fig, lang)
 
 
 def _running_mean(y: np.ndarray, window: int) -> np.ndarray:
@@ -103,7 +104,7 @@ def plot_losses(
     ax.grid(alpha=0.3)
     ax.legend(loc="center right")
     ax.set_title(title if title is not None else tr(lang, "Curva de pérdida", "Loss curve"))
-    return fig
+    return localise(fig, lang)
 
 
 def accuracy_by_digits(numbers: Sequence[int], correct: Sequence[bool]) -> dict[int, tuple[int, int]]:
@@ -145,7 +146,7 @@ def plot_accuracy_by_digits(results: Mapping[str, tuple[Sequence[int], Sequence[
     fig.legend(loc="outside right upper")
     ax.set_title(title if title is not None else tr(lang, "Acierto por longitud del número",
                                                      "Accuracy by length of the number"))
-    return fig
+    return localise(fig, lang)
 
 
 def _diff(predicted: str, expected: str) -> tuple[list[str], list[str]]:
@@ -166,6 +167,21 @@ def mistake_kind(predicted: str, expected: str) -> str:
     return "missing" if not wrong else "extra" if not right else "changed"
 
 
+# What each kind of :func:`mistake_kind` is called when printed (the code keeps the English keys).
+MISTAKE_KIND_NAMES = {
+    "missing": ("faltan palabras", "missing words"),
+    "extra": ("sobran palabras", "extra words"),
+    "changed": ("cambia una palabra", "a word changed"),
+}
+
+
+def mistake_kinds_text(counts: Mapping[str, int], lang: str = "es") -> str:
+    """How many mistakes of each kind, in the reader's language:
+    ``{"extra": 2, "missing": 5}`` -> ``"faltan palabras: 5 · sobran palabras: 2"``."""
+    order = [k for k in MISTAKE_KIND_NAMES if k in counts]
+    return " · ".join(f"{tr(lang, *MISTAKE_KIND_NAMES[k])}: {counts[k]}" for k in order)
+
+
 def classify_mistake(predicted: str, expected: str, lang: str = "es") -> str:
     """A short description of how ``predicted`` differs from ``expected`` (word by word)."""
     wrong, right = _diff(predicted, expected)
@@ -184,7 +200,7 @@ def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "e
     head = tr(lang, ("número", "español", "predicción", "error"), ("number", "Spanish", "predicted", "mistake"))
     if not mistakes:
         return tr(lang, "(ningún error)", "(no mistakes)")
-    rows = [(f"{n:,}".replace(",", " "), es, pred, classify_mistake(pred, exp, lang))
+    rows = [(integer(n, lang), es, pred, classify_mistake(pred, exp, lang))
             for n, es, pred, exp in mistakes[:limit]]
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
