@@ -157,10 +157,11 @@ def decimal(x: float, digits: int = 2, lang: str | None = None) -> str:
     return text.replace(".", ",") if (lang or _language) == "es" else text
 
 
-def integer(n: int, lang: str | None = None) -> str:
-    """An integer with a thousands separator from five digits on: 250 666 (Spanish, a space),
-    250,666 (English); four digits are written together (2048) in both."""
+def integer(n: int) -> str:
+    """An integer with the course's one thousands separator, a space, from five digits on:
+    250 666 and 37 000 in both languages (as the SI writes them: a comma or a point would
+    read as a decimal sign in the other language); four digits are written together (2048)."""
     n = int(n)
     if abs(n) < 10_000:
         return str(n)
-    return f"{n:,}".replace(",", " ") if (lang or _language) == "es" else f"{n:,}"
+    return f"{n:,}".replace(",", " ")
