@@ -180,7 +180,7 @@ def test_progress_bar_speaks_the_language_set(lang, label, language, capsys):
 def test_decimal_and_integer_follow_the_language(language):
     assert i18n.decimal(0.64732, 3, "es") == "0,647" and i18n.decimal(0.64732, 3, "en") == "0.647"
     assert i18n.decimal(-0.00001, 2, "es") == "0,00"  # no "-0,00"
-    assert i18n.integer(2048) == "2048" and i18n.integer(-12_345) == "-12 345"
+    assert i18n.integer(999) == "999" and i18n.integer(1503) == "1 503" and i18n.integer(-12_345) == "-12 345"
     language("es")
     assert i18n.decimal(1.5, 1) == "1,5" and i18n.integer(250_666) == "250 666"
     language("en")

@@ -158,10 +158,7 @@ def decimal(x: float, digits: int = 2, lang: str | None = None) -> str:
 
 
 def integer(n: int) -> str:
-    """An integer with the course's one thousands separator, a space, from five digits on:
-    250 666 and 37 000 in both languages (as the SI writes them: a comma or a point would
-    read as a decimal sign in the other language); four digits are written together (2048)."""
-    n = int(n)
-    if abs(n) < 10_000:
-        return str(n)
-    return f"{n:,}".replace(",", " ")
+    """An integer with the course's one thousands separator, a space: 1 503, 37 000, 250 666 in
+    both languages (as the SI writes them: a comma or a point would read as a decimal sign in the
+    other language)."""
+    return f"{int(n):,}".replace(",", " ")
