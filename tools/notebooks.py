@@ -54,7 +54,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIR = ROOT / "notebooks" / "source"
 LANGS = ("es", "en")
 MARKER = re.compile(r"^<!--\s*(meta|md es|md en|code)\s*-->\s*$")
-INLINE = re.compile(r"«([^«»|]*)\|([^«»]*)»")
+# A swap «es|en»: one "|" between the guillemets. A text that needs "|" itself (log p(y | x))
+# goes outside the swap; a swap with two "|" would be split at the wrong one, so it is refused.
+# The Spanish side may quote with «…» itself (Spanish quotation marks): «"«it» mira"|"“it” looks"».
+_ES_SIDE = r"(?:[^«»|]|«[^«»|]*»)*"
+INLINE = re.compile(rf"«({_ES_SIDE})\|([^«»|]*)»")
+SWAP = re.compile(r"«(?:[^«»]|«[^«»]*»)*»")
 IMAGE = re.compile(r"!\[([^\]]*)\]\((img/[^)\s]+)\)")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -131,8 +136,16 @@ def parse_source(path: Path) -> Source:
 
 
 def translate(code: str, lang: str, where: str) -> str:
+    for lineno, line in enumerate(code.splitlines(), 1):
+        for swap in SWAP.findall(line):
+            if swap.count("|") != 1:
+                raise ValueError(
+                    f"{where}, line {lineno} of the code cell: the swap {swap} has {swap.count('|')} '|'; "
+                    f"a swap is «es|en» with exactly one (put a '|' of the text outside the swap)"
+                )
     out = INLINE.sub(lambda m: m.group(1) if lang == "es" else m.group(2), code)
-    if "«" in out or "»" in out:
+    rest = INLINE.sub("", code)
+    if "«" in rest or "»" in rest:
         raise ValueError(f"{where}: unbalanced «es|en» in code")
     return out.replace('LANG = "es"', f'LANG = "{lang}"')
 

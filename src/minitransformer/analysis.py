@@ -4,11 +4,18 @@ accuracy by the length of the number. Plain Python, no figures (``viz`` draws th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from .i18n import tr
+from .i18n import integer, tr
 
-__all__ = ["accuracy_by_digits", "classify_mistake", "mistake_kind", "mistakes_table"]
+__all__ = [
+    "accuracy_by_digits",
+    "classify_mistake",
+    "mistake_kind",
+    "mistake_kinds_text",
+    "MISTAKE_KIND_NAMES",
+    "mistakes_table",
+]
 
 
 def accuracy_by_digits(numbers: Sequence[int], correct: Sequence[bool]) -> dict[int, tuple[int, int]]:
@@ -40,6 +47,21 @@ def mistake_kind(predicted: str, expected: str) -> str:
     return "missing" if not wrong else "extra" if not right else "changed"
 
 
+# What each kind of :func:`mistake_kind` is called when printed (the code keeps the English keys).
+MISTAKE_KIND_NAMES = {
+    "missing": ("faltan palabras", "missing words"),
+    "extra": ("sobran palabras", "extra words"),
+    "changed": ("cambia una palabra", "a word changed"),
+}
+
+
+def mistake_kinds_text(counts: Mapping[str, int], lang: str = "es") -> str:
+    """How many mistakes of each kind, in the reader's language:
+    ``{"extra": 2, "missing": 5}`` -> ``"faltan palabras: 5 · sobran palabras: 2"``."""
+    order = [k for k in MISTAKE_KIND_NAMES if k in counts]
+    return " · ".join(f"{tr(lang, *MISTAKE_KIND_NAMES[k])}: {counts[k]}" for k in order)
+
+
 def classify_mistake(predicted: str, expected: str, lang: str = "es") -> str:
     """A short description of how ``predicted`` differs from ``expected`` (word by word)."""
     wrong, right = _diff(predicted, expected)
@@ -62,7 +84,7 @@ def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "e
     if not mistakes:
         return tr(lang, "(ningún error)", "(no mistakes)")
     rows = [
-        (f"{n:,}".replace(",", " "), es, pred, classify_mistake(pred, exp, lang))
+        (integer(n), es, pred, classify_mistake(pred, exp, lang))
         for n, es, pred, exp in mistakes[:limit]
     ]
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]

@@ -15,6 +15,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .i18n import error
+
 __all__ = [
     "scaled_dot_product_attention",
     "MultiHeadAttention",
@@ -32,21 +34,29 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
     for (B, H, T, S) scores is refused, because it would silently broadcast B against H.
     """
     if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+        raise error(
+            f"la máscara debe ser booleana (True = puede atender), no de dtype {mask.dtype}",
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}",
+        )
     if mask.dim() not in (2, len(scores_shape)):
-        raise ValueError(
+        raise error(
+            f"la máscara de forma {tuple(mask.shape)} tiene {mask.dim()} dimensiones; las puntuaciones "
+            f"tienen forma {tuple(scores_shape)}: dale a la máscara 2 dimensiones (T, S) o "
+            f"{len(scores_shape)} (p. ej. (B, 1, 1, S) para el relleno, (1, 1, T, S) para la causal)",
             f"mask of shape {tuple(mask.shape)} has {mask.dim()} dimensions; scores have shape "
             f"{tuple(scores_shape)}: give the mask 2 dimensions (T, S) or {len(scores_shape)} "
-            f"(e.g. (B, 1, 1, S) for padding, (1, 1, T, S) for causal)"
+            f"(e.g. (B, 1, 1, S) for padding, (1, 1, T, S) for causal)",
         )
     try:
         shape = torch.broadcast_shapes(mask.shape, scores_shape)
     except RuntimeError:
         shape = None
     if shape != tuple(scores_shape):
-        raise ValueError(
+        raise error(
+            f"la máscara de forma {tuple(mask.shape)} no se difunde (broadcast) a la forma de las "
+            f"puntuaciones {tuple(scores_shape)}",
             f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-            f"{tuple(scores_shape)}"
+            f"{tuple(scores_shape)}",
         )
 
 
@@ -95,11 +105,16 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
         if n_heads <= 0 or d_model <= 0:
-            raise ValueError(f"d_model and n_heads must be positive, got {d_model} and {n_heads}")
+            raise error(
+                f"d_model y n_heads deben ser positivos, no {d_model} y {n_heads}",
+                f"d_model and n_heads must be positive, got {d_model} and {n_heads}",
+            )
         if d_model % n_heads != 0:
-            raise ValueError(
+            raise error(
+                f"d_model ({d_model}) debe ser divisible por n_heads ({n_heads}): "
+                f"cada cabeza recibe d_model / n_heads dimensiones",
                 f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): "
-                f"each head gets d_model / n_heads dimensions"
+                f"each head gets d_model / n_heads dimensions",
             )
         self.d_model = d_model
         self.n_heads = n_heads
@@ -125,9 +140,11 @@ class MultiHeadAttention(nn.Module):
         B, T, D = query.shape
         S = key.size(1)
         if D != self.d_model or key.size(-1) != D or value.size(-1) != D:
-            raise ValueError(
+            raise error(
+                f"se esperaban entradas con última dimensión d_model={self.d_model}, pero query es "
+                f"{tuple(query.shape)}, key {tuple(key.shape)} y value {tuple(value.shape)}",
                 f"expected inputs with last dimension d_model={self.d_model}, got query "
-                f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+                f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}",
             )
         H, Dh = self.n_heads, self.d_head
         q = self.W_q(query).view(B, T, H, Dh)  # (B, T, H, Dh)

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from .attention import causal_mask, combine_masks, padding_mask
-from .i18n import check_lang
+from .i18n import check_lang, error
 
 __all__ = [
     "spell_number",
@@ -152,7 +152,10 @@ def spell_number(n: int, lang: str) -> str:
     """
     check_lang(lang)
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < MAX_NUMBER:
-        raise ValueError(f"spell_number covers the integers 0 ≤ n < {MAX_NUMBER:_}, got {n!r}")
+        raise error(
+            f"spell_number cubre los enteros 0 ≤ n < {MAX_NUMBER:_}, no {n!r}",
+            f"spell_number covers the integers 0 ≤ n < {MAX_NUMBER:_}, got {n!r}",
+        )
     return _spell_es(n) if lang == "es" else _spell_en(n)
 
 
@@ -234,14 +237,20 @@ class Vocab:
     def from_list(cls, tokens: Sequence[str]) -> Vocab:
         """Inverse of :meth:`to_list`."""
         if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
-            raise ValueError(f"a vocabulary starts with {SPECIALS}, got {tuple(tokens[:4])}")
+            raise error(
+                f"un vocabulario empieza por {SPECIALS}, no por {tuple(tokens[:4])}",
+                f"a vocabulary starts with {SPECIALS}, got {tuple(tokens[:4])}",
+            )
         return cls(tokens[len(SPECIALS):])
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0) -> Tensor:
     """Right-pad id lists to the longest one. Shapes: B lists -> (B, L) int64."""
     if not seqs or min(len(s) for s in seqs) == 0:
-        raise ValueError("pad_sequences needs at least one sequence and no empty sequence")
+        raise error(
+            "pad_sequences necesita al menos una secuencia y ninguna vacía",
+            "pad_sequences needs at least one sequence and no empty sequence",
+        )
     out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
     for i, s in enumerate(seqs):
         out[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
@@ -275,7 +284,7 @@ def make_batch(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_i
                bos_id: int = 1, eos_id: int = 2) -> Batch:
     """Pad source id lists and build the shifted target pair from target id lists (no specials)."""
     if len(src) != len(tgt):
-        raise ValueError(f"{len(src)} sources and {len(tgt)} targets")
+        raise error(f"{len(src)} fuentes y {len(tgt)} objetivos", f"{len(src)} sources and {len(tgt)} targets")
     return Batch(
         pad_sequences(src, pad_id),  # (B, S)
         pad_sequences([[bos_id, *t] for t in tgt], pad_id),  # (B, T)
@@ -407,7 +416,10 @@ class ReverseDigits:
 
     def __init__(self, min_len: int = 1, max_len: int = 8, seed: int = 0):
         if not 1 <= min_len <= max_len:
-            raise ValueError(f"need 1 ≤ min_len ≤ max_len, got {min_len}, {max_len}")
+            raise error(
+                f"hace falta 1 ≤ min_len ≤ max_len, no {min_len}, {max_len}",
+                f"need 1 ≤ min_len ≤ max_len, got {min_len}, {max_len}",
+            )
         self.min_len, self.max_len = min_len, max_len
         self.vocab = Vocab(str(d) for d in range(10))
         self.src_vocab = self.tgt_vocab = self.vocab

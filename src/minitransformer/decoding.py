@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .i18n import error
+
 __all__ = ["Decoded", "greedy_decode", "beam_search", "sequence_log_prob", "translate"]
 
 StepFn = Callable[[Tensor, Tensor], Tensor]  # prefixes (N, t), their rows (N,) -> next-token log-probs (N, V)
@@ -199,7 +201,7 @@ def beam_search(
         :class:`Decoded` with tokens (B, L) and scores (B,).
     """
     if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+        raise error(f"beam_size debe ser al menos 1, no {beam_size}", f"beam_size must be at least 1, got {beam_size}")
     max_len = max_len or _default_max_len(model, src)
     B, pad_id = src.size(0), model.config.pad_id
     with _eval_mode(model):

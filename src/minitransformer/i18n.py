@@ -6,7 +6,10 @@ notebooks, figures and exercise messages use these terms.
 
 from __future__ import annotations
 
-__all__ = ["LANGS", "GLOSSARY", "check_lang", "tr", "set_language", "language", "say", "CourseError", "error"]
+__all__ = [
+    "LANGS", "GLOSSARY", "check_lang", "tr", "set_language", "language", "say", "CourseError", "error",
+    "decimal", "integer",
+]
 
 LANGS = ("es", "en")
 
@@ -141,3 +144,21 @@ class CourseError(ValueError):
 def error(es: str, en: str) -> CourseError:
     """The error to raise for a bad argument: ``raise error("texto", "text")``."""
     return CourseError(es, en)
+
+
+def decimal(x: float, digits: int = 2, lang: str | None = None) -> str:
+    """``x`` with ``digits`` decimals: a decimal comma in Spanish (0,65), a point in English (0.65).
+
+    ``lang`` defaults to the language of the package's messages (the notebook's).
+    """
+    text = f"{float(x):.{digits}f}"
+    if text.startswith("-") and float(text) == 0:
+        text = text[1:]  # no "-0.00"
+    return text.replace(".", ",") if (lang or _language) == "es" else text
+
+
+def integer(n: int) -> str:
+    """An integer with the course's one thousands separator, a space: 1 503, 37 000, 250 666 in
+    both languages (as the SI writes them: a comma or a point would read as a decimal sign in the
+    other language)."""
+    return f"{int(n):,}".replace(",", " ")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
+from .i18n import error
 
 __all__ = ["FeedForward", "EncoderLayer", "DecoderLayer", "make_activation"]
 
@@ -20,7 +21,10 @@ _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 def make_activation(name: str) -> nn.Module:
     """``"relu"`` (the paper) or ``"gelu"`` (BERT)."""
     if name not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {name!r}")
+        raise error(
+            f"activation debe ser una de {sorted(_ACTIVATIONS)}, no {name!r}",
+            f"activation must be one of {sorted(_ACTIVATIONS)}, got {name!r}",
+        )
     return _ACTIVATIONS[name]()
 
 

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import causal_mask, combine_masks, padding_mask
+from .i18n import error
 from .layers import DecoderLayer, EncoderLayer
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -44,17 +45,24 @@ class TransformerConfig:
 
     def __post_init__(self):
         if self.d_model <= 0 or self.n_heads <= 0:
-            raise ValueError("d_model and n_heads must be positive")
+            raise error("d_model y n_heads deben ser positivos", "d_model and n_heads must be positive")
         if self.d_model % self.n_heads != 0:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            raise error(
+                f"d_model ({self.d_model}) debe ser divisible por n_heads ({self.n_heads})",
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})",
             )
         if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+            raise error(
+                f"positional debe ser 'sinusoidal' o 'learned', no {self.positional!r}",
+                f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}",
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError("share_embeddings needs src_vocab_size == tgt_vocab_size")
+            raise error(
+                "share_embeddings necesita src_vocab_size == tgt_vocab_size",
+                "share_embeddings needs src_vocab_size == tgt_vocab_size",
+            )
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"pad_id {self.pad_id} is outside the vocabularies")
+            raise error(f"pad_id {self.pad_id} está fuera de los vocabularios", f"pad_id {self.pad_id} is outside the vocabularies")
 
     @property
     def d_head(self) -> int:
@@ -75,19 +83,28 @@ class AttentionMaps:
 
 
 def check_tokens(tokens: Tensor, vocab_size: int, name: str) -> None:
-    """Raise ``ValueError`` for an empty batch or sequence, or ids outside the vocabulary."""
+    """Raise a ``ValueError`` (:class:`~minitransformer.i18n.CourseError`) for an empty batch or sequence, or ids outside the vocabulary."""
     if tokens.dim() != 2:
-        raise ValueError(f"{name} must have shape (B, length), got {tuple(tokens.shape)}")
+        raise error(
+            f"{name} debe tener forma (B, longitud), no {tuple(tokens.shape)}",
+            f"{name} must have shape (B, length), got {tuple(tokens.shape)}",
+        )
     if tokens.size(0) == 0 or tokens.size(1) == 0:
-        raise ValueError(f"{name} is empty: shape {tuple(tokens.shape)}")
+        raise error(f"{name} está vacío: forma {tuple(tokens.shape)}", f"{name} is empty: shape {tuple(tokens.shape)}")
     if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
-        raise ValueError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+        raise error(
+            f"{name} debe contener ids de token enteros, no dtype {tokens.dtype}",
+            f"{name} must hold integer token ids, got dtype {tokens.dtype}",
+        )
     if tokens.is_meta:  # no values to check on the "meta" device (shapes only)
         return
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
-        raise ValueError(f"{name} has token id {bad}, outside the vocabulary [0, {vocab_size})")
+        raise error(
+            f"{name} contiene el id de token {bad}, fuera del vocabulario [0, {vocab_size})",
+            f"{name} has token id {bad}, outside the vocabulary [0, {vocab_size})",
+        )
 
 
 class Embeddings(nn.Module):
@@ -270,7 +287,10 @@ class Transformer(nn.Module):
         """
         check_tokens(src, self.config.src_vocab_size, "src")
         if tgt.size(0) != src.size(0):
-            raise ValueError(f"src and tgt batch sizes differ: {src.size(0)} and {tgt.size(0)}")
+            raise error(
+                f"src y tgt tienen lotes de tamaño distinto: {src.size(0)} y {tgt.size(0)}",
+                f"src and tgt batch sizes differ: {src.size(0)} and {tgt.size(0)}",
+            )
         memory, src_mask, enc_maps = self.encode(src)
         logits, self_maps, cross_maps = self.decode(tgt, memory, src_mask)
         if return_attention:

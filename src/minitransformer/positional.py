@@ -10,6 +10,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .i18n import error
+
 __all__ = ["sinusoidal_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding"]
 
 
@@ -26,7 +28,10 @@ def sinusoidal_encoding(max_len: int, d_model: int, interleaved: bool = True) ->
         a (max_len, d_model) float tensor.
     """
     if d_model % 2 != 0:
-        raise ValueError(f"d_model must be even for the sinusoidal encoding, got {d_model}")
+        raise error(
+            f"d_model debe ser par para la codificación sinusoidal, no {d_model}",
+            f"d_model must be even for the sinusoidal encoding, got {d_model}",
+        )
     position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (T, 1)
     div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
     angles = position * div  # (T, D/2)
@@ -40,7 +45,10 @@ def sinusoidal_encoding(max_len: int, d_model: int, interleaved: bool = True) ->
 
 def _check_length(length: int, max_len: int) -> None:
     if length > max_len:
-        raise ValueError(f"sequence length {length} is longer than max_len={max_len}")
+        raise error(
+            f"la longitud de la secuencia, {length}, supera max_len={max_len}",
+            f"sequence length {length} is longer than max_len={max_len}",
+        )
 
 
 class SinusoidalPositionalEncoding(nn.Module):

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .i18n import error
 from .model import Encoder, TransformerConfig
 
 __all__ = [
@@ -75,18 +76,29 @@ def config_from_bert(bert_config: Any, pad_id: int | None = None) -> Transformer
     if model_type != "bert":
         architectures = getattr(bert_config, "architectures", None)
         named = f" ({', '.join(architectures)})" if architectures else ""
-        raise ValueError(
+        raise error(
+            f"load_pretrained_encoder solo lee puntos de control de BERT (model_type 'bert'); "
+            f"este es {model_type!r}{named}",
             f"load_pretrained_encoder reads BERT checkpoints only (model_type 'bert'); "
-            f"this one is {model_type!r}{named}"
+            f"this one is {model_type!r}{named}",
         )
     act = bert_config.hidden_act
     if not isinstance(act, str) or act not in _ACTIVATIONS:
-        raise ValueError(f"BERT activation {act!r} is not supported (only 'gelu' or 'relu')")
+        raise error(
+            f"la activación de BERT {act!r} no está soportada (solo 'gelu' o 'relu')",
+            f"BERT activation {act!r} is not supported (only 'gelu' or 'relu')",
+        )
     position = getattr(bert_config, "position_embedding_type", "absolute")
     if position != "absolute":
-        raise ValueError(f"BERT position_embedding_type {position!r} is not supported (only 'absolute')")
+        raise error(
+            f"position_embedding_type {position!r} de BERT no está soportado (solo 'absolute')",
+            f"BERT position_embedding_type {position!r} is not supported (only 'absolute')",
+        )
     if getattr(bert_config, "is_decoder", False) or getattr(bert_config, "add_cross_attention", False):
-        raise ValueError("this BERT checkpoint is configured as a decoder; only encoders are supported")
+        raise error(
+            "este punto de control de BERT está configurado como decodificador; solo se admiten codificadores",
+            "this BERT checkpoint is configured as a decoder; only encoders are supported",
+        )
     if pad_id is None:
         pad_id = bert_config.pad_token_id if bert_config.pad_token_id is not None else 0
     return TransformerConfig(
@@ -142,14 +154,17 @@ def encoder_from_bert(bert_model: nn.Module, config: TransformerConfig) -> Encod
     names = bert_weight_names(config.n_layers)
     missing = sorted(set(names.values()) - set(theirs))
     if missing:
-        raise ValueError(f"the BERT checkpoint lacks {len(missing)} weights, e.g. {missing[:3]}")
+        raise error(
+            f"al punto de control de BERT le faltan {len(missing)} pesos, p. ej. {missing[:3]}",
+            f"the BERT checkpoint lacks {len(missing)} weights, e.g. {missing[:3]}",
+        )
     with torch.device("meta"):  # no random initialisation: every weight comes from BERT
         encoder = Encoder(config)
     state = {ours: theirs[name].detach().clone().float() for ours, name in names.items()}
     encoder.load_state_dict(state, strict=True, assign=True)  # every parameter of ours is given
     left = [n for n, t in [*encoder.named_parameters(), *encoder.named_buffers()] if t.is_meta]
     if left:
-        raise ValueError(f"weights not set from the checkpoint: {left}")
+        raise error(f"pesos que el punto de control no ha fijado: {left}", f"weights not set from the checkpoint: {left}")
     return encoder.eval()
 
 

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .data import Batch, NumberTranslation, Vocab
+from .i18n import error, say
 from .model import Transformer, TransformerConfig
 from .runtime import default_device
 
@@ -47,7 +48,7 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     Linear warm-up for ``warmup`` steps, then decay ∝ 1/√step; ``step`` counts from 1.
     """
     if step < 1:
-        raise ValueError(f"steps count from 1, got {step}")
+        raise error(f"los pasos se cuentan desde 1, no {step}", f"steps count from 1, got {step}")
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
@@ -74,7 +75,7 @@ def label_smoothed_cross_entropy(
     Shapes: logits (B, T, V), target (B, T) -> scalar.
     """
     if logits.size(-1) < 2:
-        raise ValueError("a vocabulary of one token has nothing to predict")
+        raise error("un vocabulario de un solo token no tiene nada que predecir", "a vocabulary of one token has nothing to predict")
     logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
     nll = -logp.gather(-1, target[..., None]).squeeze(-1)  # (B, T)
     uniform = -logp.mean(dim=-1)  # (B, T): cross-entropy against the uniform distribution
@@ -125,7 +126,7 @@ def train(
     callback: Callable[[int, Transformer], None] | None = None,
     device: torch.device | str | None = None,
     progress: bool = True,
-    desc: str = "training",
+    desc: str | None = None,
 ) -> History:
     """Train ``model`` with Adam, the warm-up schedule, label smoothing and gradient clipping.
 
@@ -157,9 +158,10 @@ def train(
     history = History()
     val_batch = val_batch.to(device) if val_batch is not None else None
     if keep_best and val_batch is None:
-        raise ValueError("keep_best needs a val_batch")
+        raise error("keep_best necesita un val_batch", "keep_best needs a val_batch")
     best_loss, best_state = math.inf, None
     start, cpu_start = time.perf_counter(), time.process_time()
+    desc = desc if desc is not None else say("entrenamiento", "training")
     bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, mininterval=1.0)
     for step in bar:
         model.train()

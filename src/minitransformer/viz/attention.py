@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..i18n import tr
+from .style import localise
 
 __all__ = ["heatmap", "plot_attention", "plot_heads", "plot_mask", "plot_masks", "plot_scaling"]
 
@@ -19,6 +20,17 @@ def _numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         return x.detach().float().cpu().numpy()
     return np.asarray(x, dtype=float)
+
+
+def _labels_fit(ax: Axes, labels: Sequence[str]) -> bool:
+    """Whether the labels fit side by side under ``ax`` without rotating them (an estimate from
+    the axes' width in the figure and the tick font's size: a character is about 0.6 em wide)."""
+    if not labels:
+        return True
+    size = ax.get_xticklabels()[0].get_fontsize() if ax.get_xticklabels() else 10.0
+    width = ax.get_position().width * ax.figure.get_figwidth() * 72  # points
+    needed = max(len(s) for s in labels) * 0.6 * size + 0.4 * size  # points per label, with a gap
+    return needed * len(labels) <= width
 
 
 def heatmap(
@@ -37,9 +49,11 @@ def heatmap(
     m = _numpy(matrix)
     im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     if xlabels is not None:
-        short = max((len(str(x)) for x in xlabels), default=0) <= 5
-        ax.set_xticks(range(len(xlabels)), labels=list(xlabels),
-                      rotation=0 if short else 45, ha="center" if short else "right")
+        ax.set_xticks(range(len(xlabels)), labels=list(xlabels))
+        fits = _labels_fit(ax, [str(x) for x in xlabels])
+        for label in ax.get_xticklabels():
+            label.set(rotation=0 if fits else 45, ha="center" if fits else "right",
+                      rotation_mode="default" if fits else "anchor")
     if ylabels is not None:
         ax.set_yticks(range(len(ylabels)), labels=list(ylabels))
     if annotate is None:
@@ -75,7 +89,7 @@ def plot_attention(
     ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
     ax.set_title(title if title is not None else tr(lang, "Pesos de atención", "Attention weights"))
     fig.colorbar(im, ax=ax, shrink=0.8)
-    return fig
+    return localise(fig, lang)
 
 
 def plot_heads(
@@ -120,7 +134,7 @@ def plot_heads(
     fig.colorbar(im, ax=axes, shrink=0.6)
     if title:
         fig.suptitle(title)
-    return fig
+    return localise(fig, lang)
 
 
 def plot_mask(
@@ -149,7 +163,7 @@ def plot_mask(
     ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
     ax.spines[:].set_visible(False)
     ax.set_title(title if title is not None else tr(lang, "Máscara (✓ = puede atender)", "Mask (✓ = may attend)"))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_masks(
@@ -171,7 +185,7 @@ def plot_masks(
         plot_mask(m, keys, queries, lang=lang, title=name or "", ax=ax)
         if i > 0:
             ax.set_ylabel("")
-    return fig
+    return localise(fig, lang)
 
 
 def plot_scaling(
@@ -210,4 +224,4 @@ def plot_scaling(
         ax.minorticks_off()
         ax.set_xticks(d, labels=[str(int(x)) for x in d])
         ax.grid(alpha=0.3)
-    return fig
+    return localise(fig, lang)

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyBboxPatch
 
 from ..i18n import check_lang, tr
+from .style import localise
 
 __all__ = [
     "COLORS",
@@ -290,7 +291,7 @@ def draw_transformer(lang: str = "es") -> Figure:
     _box(ax, cd, y_soft, _BW * 0.8, 0.6, L["softmax"], "softmax")
     _line(ax, [(cd, y_soft + 0.3), (cd, y_soft + 0.85)])
     _text(ax, cd, y_soft + 1.15, L["probs"], size=FONT)
-    return fig
+    return localise(fig, lang)
 
 
 def draw_encoder_block(lang: str = "es") -> Figure:
@@ -306,7 +307,7 @@ def draw_encoder_block(lang: str = "es") -> Figure:
     _text(ax, cx - _BW / 2 - 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="right")
     _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])
     _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, S, d_model)", "output  (B, S, d_model)"), size=FONT)
-    return fig
+    return localise(fig, lang)
 
 
 def draw_decoder_block(lang: str = "es") -> Figure:

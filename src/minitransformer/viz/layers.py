@@ -10,6 +10,7 @@ import torch
 from matplotlib.figure import Figure
 
 from ..i18n import tr
+from .style import localise
 
 __all__ = ["plot_layer_norm", "plot_activations", "plot_depth_scale"]
 
@@ -49,7 +50,7 @@ def plot_layer_norm(before, after, labels: Sequence[str] | None = None, lang: st
     axes[0].set_ylim(n - 0.5, -0.5)
     bar_label = tr(lang, "media ± 1 desviación estándar de cada token", "mean ± 1 standard deviation of each token")
     fig.legend([bar], [bar_label], loc="outside lower center", frameon=False)
-    return fig
+    return localise(fig, lang)
 
 
 def plot_activations(x, curves: dict[str, object], lang: str = "es") -> Figure:
@@ -65,7 +66,7 @@ def plot_activations(x, curves: dict[str, object], lang: str = "es") -> Figure:
     ax.set_title(tr(lang, "Funciones de activación", "Activation functions"))
     ax.grid(alpha=0.3)
     ax.legend()
-    return fig
+    return localise(fig, lang)
 
 
 def plot_depth_scale(post_ln, pre_ln, lang: str = "es") -> Figure:
@@ -85,4 +86,4 @@ def plot_depth_scale(post_ln, pre_ln, lang: str = "es") -> Figure:
     ax.set_ylim(0.0, max(float(pre.max()), float(post.max())) * 1.15)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
-    return fig
+    return localise(fig, lang)

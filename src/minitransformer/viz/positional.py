@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from ..i18n import check_lang, tr
 from .attention import heatmap
+from .style import localise
 
 __all__ = [
     "plot_encoding",
@@ -56,7 +57,7 @@ def plot_encoding(pe, lang: str = "es", title: str | None = None) -> Figure:
     im = _encoding_on(ax, table, lang, title if title is not None else
                       tr(lang, "Codificación posicional sinusoidal", "Sinusoidal positional encoding"), vmax)
     fig.colorbar(im, ax=ax, shrink=0.85, label=tr(lang, "valor", "value"))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es",
@@ -74,7 +75,7 @@ def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es",
             fig.colorbar(im, ax=ax, shrink=0.85)
     if shared_scale:
         fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85, label=tr(lang, "valor", "value"))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = None) -> Figure:
@@ -93,7 +94,7 @@ def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = No
     ax.set_title(title if title is not None else
                  tr(lang, "Cada dimensión es una onda de distinta frecuencia",
                     "Each dimension is a wave of a different frequency"))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_similarity(sim, lang: str = "es", row: int | None = None, title: str | None = None) -> Figure:
@@ -117,7 +118,7 @@ def plot_similarity(sim, lang: str = "es", row: int | None = None, title: str | 
         ax2.set_xlabel(tr(lang, "posición", "position"))
         ax2.set_ylabel(tr(lang, "similitud", "similarity"))
         ax2.set_title(tr(lang, f"Fila de la posición {row}", f"Row of position {row}"))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_similarities(matrices: Sequence, titles: Sequence[str], lang: str = "es",
@@ -135,7 +136,7 @@ def plot_similarities(matrices: Sequence, titles: Sequence[str], lang: str = "es
         ax.set_title(title, fontsize=13)
     axes[0, 0].set_ylabel(tr(lang, "posición", "position"))
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85, label=tr(lang, "similitud", "similarity"))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_rotation_matrix(m, lang: str = "es", title: str | None = None) -> Figure:
@@ -156,7 +157,7 @@ def plot_rotation_matrix(m, lang: str = "es", title: str | None = None) -> Figur
     ax.spines[:].set_visible(False)
     ax.set_title(title if title is not None else tr(lang, "Matriz de desplazamiento", "Shift matrix"))
     fig.colorbar(im, ax=ax, shrink=0.8)
-    return fig
+    return localise(fig, lang)
 
 
 def plot_permuted_attention(weights, tokens: Sequence[str], weights_perm, tokens_perm: Sequence[str],
@@ -174,4 +175,4 @@ def plot_permuted_attention(weights, tokens: Sequence[str], weights_perm, tokens
         ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
         ax.set_title(title)
     fig.colorbar(im, ax=axes.tolist(), shrink=0.8)
-    return fig
+    return localise(fig, lang)

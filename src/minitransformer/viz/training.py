@@ -11,8 +11,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..analysis import accuracy_by_digits, mistake_kind, mistakes_table  # noqa: F401  (notebook 07 imports them from here)
+from ..analysis import accuracy_by_digits
 from ..i18n import tr
+from .style import localise
 
 __all__ = [
     "plot_lr_schedule",
@@ -51,7 +52,7 @@ def plot_lr_schedule(curves: Mapping[str, Sequence[float]], lang: str = "es",
     ax.legend()
     ax.set_title(title if title is not None else tr(lang, "Calentamiento y decaimiento (warm-up)",
                                                      "Warm-up and decay"))
-    return fig
+    return localise(fig, lang)
 
 
 def _running_mean(y: np.ndarray, window: int) -> np.ndarray:
@@ -100,7 +101,7 @@ def plot_losses(
     ax.grid(alpha=0.3)
     ax.legend(loc="center right")
     ax.set_title(title if title is not None else tr(lang, "Curva de pérdida", "Loss curve"))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_accuracy_by_digits(results: Mapping[str, tuple[Sequence[int], Sequence[bool]]],
@@ -131,4 +132,4 @@ def plot_accuracy_by_digits(results: Mapping[str, tuple[Sequence[int], Sequence[
     fig.legend(loc="outside right upper")
     ax.set_title(title if title is not None else tr(lang, "Acierto por longitud del número",
                                                      "Accuracy by length of the number"))
-    return fig
+    return localise(fig, lang)
