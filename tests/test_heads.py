@@ -251,7 +251,7 @@ def test_write_offline_page(model, batch, tmp_path):
     view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
     page = heads.write_offline_page(view, tmp_path / "sub" / "h.html").read_text(encoding="utf-8")
     assert page.index(f"<script>\n{heads.offline_scripts().data}\n</script>") < page.index(view.data)  # view unchanged
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):
         heads.write_offline_page(3, tmp_path / "x.html")
 
 

@@ -279,7 +279,7 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
     """
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a {CHECKPOINT_FORMAT} file")
+        raise error(f"{path} no es un archivo {CHECKPOINT_FORMAT}", f"{path} is not a {CHECKPOINT_FORMAT} file")
     model = Transformer(TransformerConfig(**payload["config"]))
     model.load_state_dict(payload["state_dict"])
     model.to(device if device is not None else default_device()).eval()

@@ -26,7 +26,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
-from ..i18n import say, tr
+from ..i18n import error, say, tr
 from ..model import AttentionMaps
 from .attention import heatmap
 
@@ -74,13 +74,17 @@ def _one_example(w: Tensor, index: int, rows: int, cols: int, decimals: int | No
     if w.dim() == 3:
         w = w[None]  # (1, H, ·, ·)
     if w.dim() != 4:
-        raise ValueError(f"{what}: expected maps of shape (B, H, ·, ·) or (H, ·, ·), got {tuple(w.shape)}")
+        raise error(f"{what}: se esperaban mapas de forma (B, H, ·, ·) o (H, ·, ·), no {tuple(w.shape)}",
+                    f"{what}: expected maps of shape (B, H, ·, ·) or (H, ·, ·), got {tuple(w.shape)}")
     if not -w.size(0) <= index < w.size(0):
-        raise ValueError(f"{what}: index {index} is outside the batch of {w.size(0)}")
+        raise error(f"{what}: el índice {index} está fuera del lote de {w.size(0)}",
+                    f"{what}: index {index} is outside the batch of {w.size(0)}")
     if w.size(2) < rows or w.size(3) < cols:
-        raise ValueError(
+        raise error(
+            f"{what}: los mapas de forma {tuple(w.shape[2:])} son más pequeños que los tokens dados "
+            f"({rows} tokens de consulta, {cols} tokens de clave)",
             f"{what}: maps of shape {tuple(w.shape[2:])} are smaller than the tokens given "
-            f"({rows} query tokens, {cols} key tokens)"
+            f"({rows} query tokens, {cols} key tokens)",
         )
     w = w[index : index + 1, :, :rows, :cols].detach().to("cpu", torch.float64)  # (1, H, rows, cols)
     return w.round(decimals=decimals) if decimals is not None else w
@@ -111,9 +115,11 @@ def bertviz_arguments(
     """
     if isinstance(maps, AttentionMaps):
         if tokens is not None:
-            raise ValueError("for an encoder-decoder's AttentionMaps give src_tokens and tgt_tokens, not tokens")
+            raise error("para los AttentionMaps de un codificador-decodificador da src_tokens y tgt_tokens, no tokens",
+                        "for an encoder-decoder's AttentionMaps give src_tokens and tgt_tokens, not tokens")
         if src_tokens is None or tgt_tokens is None:
-            raise ValueError("an encoder-decoder's AttentionMaps needs src_tokens and tgt_tokens")
+            raise error("los AttentionMaps de un codificador-decodificador necesitan src_tokens y tgt_tokens",
+                        "an encoder-decoder's AttentionMaps needs src_tokens and tgt_tokens")
         S, T = len(src_tokens), len(tgt_tokens)
         kwargs: dict[str, Any] = {"encoder_tokens": list(src_tokens), "decoder_tokens": list(tgt_tokens)}
         parts = [
@@ -125,15 +131,16 @@ def bertviz_arguments(
             if layers:
                 kwargs[key] = [_one_example(w, index, rows, cols, decimals, what) for w in layers]
         if len(kwargs) == 2:
-            raise ValueError("the AttentionMaps hold no maps")
+            raise error("los AttentionMaps no tienen ningún mapa", "the AttentionMaps hold no maps")
         return kwargs
     if src_tokens is not None or tgt_tokens is not None:
-        raise ValueError("self-attention maps take tokens=..., not src_tokens/tgt_tokens")
+        raise error("los mapas de autoatención llevan tokens=..., no src_tokens/tgt_tokens",
+                    "self-attention maps take tokens=..., not src_tokens/tgt_tokens")
     if tokens is None:
-        raise ValueError("give the tokens of the sentence")
+        raise error("da los tokens de la frase", "give the tokens of the sentence")
     layers = list(maps)
     if not layers:
-        raise ValueError("no attention maps given")
+        raise error("no se ha dado ningún mapa de atención", "no attention maps given")
     n = len(tokens)
     return {
         "attention": [_one_example(w, index, n, n, decimals, "attention") for w in layers],
@@ -198,10 +205,11 @@ def _stack(maps: Sequence[Tensor], index: int = 0) -> Tensor:
         if w.dim() == 4:
             w = w[index]
         if w.dim() != 3:
-            raise ValueError(f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}")
+            raise error(f"se esperaban mapas de forma (B, H, T, S) o (H, T, S), no {tuple(w.shape)}",
+                        f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}")
         out.append(w.detach())
     if not out:
-        raise ValueError("no attention maps given")
+        raise error("no se ha dado ningún mapa de atención", "no attention maps given")
     return torch.stack(out)  # (L, H, T, S)
 
 
@@ -230,7 +238,7 @@ def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:
     Shapes: scores (L, H). Ties go to the lower layer, then the lower head.
     """
     if scores.dim() != 2:
-        raise ValueError(f"scores must have shape (L, H), got {tuple(scores.shape)}")
+        raise error(f"scores debe tener forma (L, H), no {tuple(scores.shape)}", f"scores must have shape (L, H), got {tuple(scores.shape)}")
     L, H = scores.shape
     flat = scores.detach().flatten().cpu()
     order = sorted(range(L * H), key=lambda i: (-float(flat[i]), i))[:k]
@@ -362,7 +370,8 @@ def plot_alignment(
     examples = [_numpy(w)[: len(t), : len(s)] for w, s, t in zip(weights, src_tokens, tgt_tokens)]
     n_ex = len(examples)
     if not n_ex or not (n_ex == len(src_tokens) == len(tgt_tokens)):
-        raise ValueError("give as many weight maps as lists of source and target tokens")
+        raise error("da tantos mapas de pesos como listas de tokens de origen y de destino",
+                    "give as many weight maps as lists of source and target tokens")
     widest = max(max(w.shape) for w in examples)
     row_h = max(2.6, 0.45 * widest + 1.1)
     hm_w = max(3.6, 0.75 * max(w.shape[1] for w in examples) + 2.4)
@@ -453,10 +462,11 @@ def plot_score_breakdown(
     """
     qn, kn = _numpy(q), _numpy(k)
     if qn.ndim != 1 or kn.ndim != 2 or kn.shape[1] != qn.shape[0]:
-        raise ValueError(f"expected q (Dh,) and k (S, Dh), got {qn.shape} and {kn.shape}")
+        raise error(f"se esperaban q (Dh,) y k (S, Dh), no {qn.shape} y {kn.shape}",
+                    f"expected q (Dh,) and k (S, Dh), got {qn.shape} and {kn.shape}")
     S, Dh = kn.shape
     if len(keys) != S:
-        raise ValueError(f"{len(keys)} key tokens for {S} keys")
+        raise error(f"{len(keys)} tokens de clave para {S} claves", f"{len(keys)} key tokens for {S} keys")
     prod = qn[None, :] * kn  # (S, Dh)
     scores = prod.sum(axis=1) / math.sqrt(Dh)  # (S,)
     weights = np.exp(scores - scores.max())
@@ -576,7 +586,8 @@ def write_offline_page(view: Any, path: str | os.PathLike, title: str = "bertviz
     """
     html = getattr(view, "data", view)
     if not isinstance(html, str):
-        raise TypeError("view must be bertviz's HTML object (html_action='return') or its text")
+        raise error("view debe ser el objeto HTML de bertviz (html_action='return') o su texto",
+                    "view must be bertviz's HTML object (html_action='return') or its text")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
