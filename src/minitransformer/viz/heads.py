@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from ..i18n import error, say, tr
 from ..model import AttentionMaps
+from .style import localise
 from .attention import heatmap
 
 __all__ = [
@@ -316,7 +317,7 @@ def plot_head_grid(
     fig.colorbar(im, ax=axes, shrink=min(0.8, 0.3 + 0.15 * nrows), pad=0.01)
     if title:
         fig.suptitle(title, fontsize=14)
-    return fig
+    return localise(fig, lang)
 
 
 def _draw_lines(ax, weights: np.ndarray, left: Sequence[str], right: Sequence[str], lang: str) -> None:
@@ -390,7 +391,7 @@ def plot_alignment(
     fig.colorbar(im, ax=axes[:, 1], shrink=0.8 if n_ex == 1 else 0.5)
     if title:
         fig.suptitle(title, fontsize=14)
-    return fig
+    return localise(fig, lang)
 
 
 def plot_head_scores(
@@ -441,7 +442,7 @@ def plot_head_scores(
     fig.colorbar(im, ax=axes, shrink=0.8)
     if title:
         fig.suptitle(title, fontsize=14)
-    return fig
+    return localise(fig, lang)
 
 
 def plot_score_breakdown(
@@ -506,7 +507,7 @@ def plot_score_breakdown(
     ax_p.set_ylim(S - 0.5, -0.5)
     if title:
         fig.suptitle(title, fontsize=14)
-    return fig
+    return localise(fig, lang)
 
 
 # --------------------------------------------------------------------------- offline views
