@@ -28,8 +28,8 @@ from torch import Tensor, nn
 
 from ..i18n import error, say, tr
 from ..model import AttentionMaps
-from .style import localise
 from .attention import heatmap
+from .style import localise
 
 __all__ = [
     "translator_attention",
