@@ -16,6 +16,8 @@ Stable API (notebooks 09 and 10 build on it):
   the key-value cache, token-for-token identical either way.
 * :func:`train_gpt` — next-token training on batches of padded lines (AdamW, warm-up then
   cosine decay); returns the loss per step.
+* :data:`COUNTING_RECIPE` and :func:`train_counting_gpt` — the small GPT of notebook 09,
+  trained on :class:`~minitransformer.corpus.CountingCorpus` in seconds on a CPU.
 
 Padding: with ``config.pad_id`` set, padding tokens are never attended to, and positions
 count only the real tokens of a row, so a left-padded prompt gives the same logits as the
@@ -34,12 +36,14 @@ import torch
 from torch import Tensor, nn
 
 from .attention import causal_mask, combine_masks
+from .corpus import CountingCorpus
 from .i18n import error
 from .kv_cache import KVCache
 from .layers import EncoderLayer
 from .sampling import check_temperature, check_top_k, check_top_p, sample_next_token
 
-__all__ = ["GPTConfig", "GPT", "from_gpt2", "generate", "train_gpt", "lm_loss"]
+__all__ = ["GPTConfig", "GPT", "from_gpt2", "generate", "train_gpt", "lm_loss", "CountingRecipe",
+           "COUNTING_RECIPE", "train_counting_gpt"]
 
 
 @dataclass(frozen=True)
@@ -357,3 +361,60 @@ def train_gpt(
     bar.close()
     model.eval()
     return losses
+
+
+# ---------------------------------------------------------------------------------------
+# The course's counting model
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CountingRecipe:
+    """Corpus, model and training settings of notebook 09's GPT."""
+
+    max_number: int = 100  # the corpus counts from 0 to 99
+    max_count: int = 5  # numbers per line: 2 to 5
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 256
+    max_len: int = 320  # lines are short; the long context is for timing generation
+    steps: int = 800
+    batch_size: int = 64
+    lr: float = 5e-3
+    warmup: int = 50
+
+    def corpus(self) -> CountingCorpus:
+        return CountingCorpus(self.max_number, min_count=2, max_count=self.max_count)
+
+    def config(self, corpus: CountingCorpus) -> GPTConfig:
+        return GPTConfig(vocab_size=len(corpus.vocab), max_len=self.max_len, d_model=self.d_model,
+                         n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff, dropout=0.0,
+                         pad_id=corpus.vocab.pad_id)
+
+
+COUNTING_RECIPE = CountingRecipe()
+
+
+def train_counting_gpt(
+    seed: int | None = None,
+    recipe: CountingRecipe = COUNTING_RECIPE,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+) -> tuple[GPT, CountingCorpus, list[float]]:
+    """Train the counting GPT from scratch under ``seed`` (default: the seed in force).
+
+    Returns ``(model, corpus, losses)``; the model is in eval mode.
+    """
+    import random
+
+    from .runtime import seed as current_seed
+
+    seed = current_seed() if seed is None else seed
+    corpus = recipe.corpus()
+    torch.manual_seed(seed)
+    model = GPT(recipe.config(corpus))
+    rng = random.Random(seed)
+    losses = train_gpt(model, lambda: corpus.batch(recipe.batch_size, rng), recipe.steps, lr=recipe.lr,
+                       warmup=recipe.warmup, device=device, progress=progress)
+    return model, corpus, losses
