@@ -98,7 +98,9 @@ def _removed_wrongly(lang: str, got: Tensor, logits: Tensor, want: Tensor) -> Fe
                        "después, al muestrear).",
                        "you return probabilities: the exercise asks for the filtered logits (the softmax comes "
                        "later, when sampling).")
-    if torch.allclose(got[kept], logits[kept].double(), atol=1e-5) and not bool((got[~kept] == NEG_INF).all()):
+    removed = got[~kept]
+    if (torch.allclose(got[kept], logits[kept].double(), atol=1e-5) and bool(removed.isfinite().all())
+            and not torch.allclose(removed, logits[~kept].double(), atol=1e-5)):
         return not_yet(lang, "los tokens que quitas deben valer -inf en los logits: con 0 (o cualquier número finito) "
                        "el softmax les sigue dando probabilidad.",
                        "the tokens you remove must become -inf in the logits: with 0 (or any finite number) the "
@@ -193,8 +195,10 @@ def check_top_p(fn, lang: str = "es") -> Feedback:
         probs = torch.softmax(logits.double(), dim=-1)
         mass = (probs * kept).sum(dim=-1)
         if bool((kept.sum(dim=-1) == 0).any()):
-            return not_yet(lang, f"con p = {p} alguna fila se queda sin tokens: el más probable debe quedarse siempre.",
-                           f"with p = {p} some row keeps no token: the most likely one must always stay.")
+            return not_yet(lang, f"con p = {p} alguna fila se queda sin tokens: el token con el que la suma llega a p "
+                           "también se queda, así que el más probable se queda siempre.",
+                           f"with p = {p} some row keeps no token: the token with which the sum reaches p stays too, "
+                           "so the most likely one always stays.")
         # the kept set is not the most likely tokens: not sorted, or sorted the wrong way
         most_likely = all(
             probs[r][kept[r]].min() >= probs[r][~kept[r]].max() if bool((~kept[r]).any()) else True
@@ -303,8 +307,8 @@ def check_cached_attention(fn, lang: str = "es") -> Feedback:
                            "hace falta una máscara causal entre ellos.",
                            "with several new tokens, none may see the new tokens after it: a causal mask is needed "
                            "among them.")
-        if T > 1 and torch.allclose(out, _attend(q, want_k, want_v, torch.ones(T, L, dtype=torch.bool).tril(), math.sqrt(Dh)),
-                                    atol=1e-5):
+        if S and torch.allclose(out, _attend(q, want_k, want_v, torch.ones(T, L, dtype=torch.bool).tril(), math.sqrt(Dh)),
+                                atol=1e-5):
             return not_yet(lang, "la máscara causal no tiene en cuenta las S posiciones guardadas: el token nuevo i está "
                            "en la posición S + i y ve todas las claves hasta ella.",
                            "the causal mask ignores the S stored positions: new token i sits at position S + i and "
