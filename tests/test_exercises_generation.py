@@ -4,6 +4,7 @@ wrong answers students write, naming the mistake in both languages."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -101,7 +102,10 @@ TOP_K_WRONG = [
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("answer, hint", TOP_K_WRONG, ids=lambda x: getattr(x, "__name__", None))
 def test_top_k_rejects_wrong_answers(lang, answer, hint):
-    assert_rejected(check_top_k(answer, lang=lang), lang, hint)
+    fb = check_top_k(answer, lang=lang)
+    assert_rejected(fb, lang, hint)
+    if lang == "es":
+        assert not re.search(r"\d\.\d", fb.message), fb.message  # decimal commas in Spanish
 
 
 # --- top-p: realistic wrong answers -------------------------------------------------------
@@ -182,7 +186,10 @@ TOP_P_WRONG = [
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("answer, hint", TOP_P_WRONG, ids=lambda x: getattr(x, "__name__", None))
 def test_top_p_rejects_wrong_answers(lang, answer, hint):
-    assert_rejected(check_top_p(answer, lang=lang), lang, hint)
+    fb = check_top_p(answer, lang=lang)
+    assert_rejected(fb, lang, hint)
+    if lang == "es":
+        assert not re.search(r"\d\.\d", fb.message), fb.message  # decimal commas in Spanish
 
 
 # --- cached attention: realistic wrong answers --------------------------------------------
@@ -261,7 +268,10 @@ ATTENTION_WRONG = [
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("answer, hint", ATTENTION_WRONG, ids=lambda x: getattr(x, "__name__", None))
 def test_cached_attention_rejects_wrong_answers(lang, answer, hint):
-    assert_rejected(check_cached_attention(answer, lang=lang), lang, hint)
+    fb = check_cached_attention(answer, lang=lang)
+    assert_rejected(fb, lang, hint)
+    if lang == "es":
+        assert not re.search(r"\d\.\d", fb.message), fb.message  # decimal commas in Spanish
 
 
 # --- junk never crashes ---------------------------------------------------------------------

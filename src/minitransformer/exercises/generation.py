@@ -192,10 +192,11 @@ def check_top_p(fn, lang: str = "es") -> Feedback:
         wrong = _removed_wrongly(lang, got, logits, want)
         if wrong is not None:
             return wrong
+        p_es = f"{p:g}".replace(".", ",")  # a decimal comma in Spanish
         probs = torch.softmax(logits.double(), dim=-1)
         mass = (probs * kept).sum(dim=-1)
         if bool((kept.sum(dim=-1) == 0).any()):
-            return not_yet(lang, f"con p = {p} alguna fila se queda sin tokens: el token con el que la suma llega a p "
+            return not_yet(lang, f"con p = {p_es} alguna fila se queda sin tokens: el token con el que la suma llega a p "
                            "también se queda, así que el más probable se queda siempre.",
                            f"with p = {p} some row keeps no token: the token with which the sum reaches p stays too, "
                            "so the most likely one always stays.")
@@ -210,11 +211,12 @@ def check_top_p(fn, lang: str = "es") -> Feedback:
                            "the tokens that stay are not the most likely ones: accumulate the probability going from "
                            "the most to the least likely token, and return the result in the vocabulary's order.")
         if bool((mass < p - 1e-6).any()):
-            return not_yet(lang, f"con p = {p} la masa que conservas ({mass.min().item():.2f}) no llega a p: el token con "
-                           "el que la suma alcanza o pasa p también se queda.".replace(".", ",", 1),
+            kept_es = f"{mass.min().item():.2f}".replace(".", ",")
+            return not_yet(lang, f"con p = {p_es} la masa que conservas ({kept_es}) no llega a p: el token "
+                           "con el que la suma alcanza o pasa p también se queda.",
                            f"with p = {p} the mass you keep ({mass.min().item():.2f}) does not reach p: the token with "
                            "which the sum reaches or passes p stays too.")
-        return not_yet(lang, f"con p = {p} te quedas con más tokens de los necesarios: el conjunto debe ser el más "
+        return not_yet(lang, f"con p = {p_es} te quedas con más tokens de los necesarios: el conjunto debe ser el más "
                        "pequeño cuya masa llega a p (para en cuanto la suma alcanza p).",
                        f"with p = {p} you keep more tokens than needed: the set must be the smallest whose mass "
                        "reaches p (stop as soon as the sum reaches p).")

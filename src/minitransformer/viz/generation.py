@@ -76,11 +76,10 @@ def plot_validity_diversity(
         results: label -> (validity, diversity), both in [0, 1].
     """
     fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
+    markers = "osD^vP*X"
     for i, (label, (validity, diversity)) in enumerate(results.items()):
-        ax.plot([diversity * 100], [validity * 100], "o", ms=10)
-        # labels alternate above and below their point, so that close points stay readable
-        ax.annotate(label, (diversity * 100, validity * 100), textcoords="offset points",
-                    xytext=(8, 6 if i % 2 == 0 else -16), fontsize=11)
+        ax.plot([diversity * 100], [validity * 100], markers[i % len(markers)], ms=11, label=label)
+    ax.legend(loc="lower left", fontsize=11)  # a legend, not labels: close points stay readable
     ax.set_xlabel(tr(lang, "líneas distintas (%)", "distinct lines (%)"))
     ax.set_ylabel(tr(lang, "líneas válidas (%)", "valid lines (%)"))
     ax.set_xlim(-3, 105)
