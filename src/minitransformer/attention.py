@@ -11,11 +11,15 @@ D d_model, Dh d_head.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from .i18n import error
+
+if TYPE_CHECKING:
+    from .kv_cache import AttentionCache
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -126,19 +130,22 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+        cache: AttentionCache | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` to ``key``/``value``.
 
         Shapes:
             query: (B, T, D); key and value: (B, S, D);
             mask: boolean, True = may attend, broadcastable to (B, H, T, S).
+            cache: optional :class:`~minitransformer.kv_cache.AttentionCache`; the keys and
+                values attended to are then the cached ones followed by the new ones
+                (S grows), or, for a filled static cache, the cached ones only.
 
         Returns:
             ``(output, weights)``: (B, T, D) and the per-head weights (B, H, T, S).
         """
         B, T, D = query.shape
-        S = key.size(1)
         if D != self.d_model or key.size(-1) != D or value.size(-1) != D:
             raise error(
                 f"se esperaban entradas con última dimensión d_model={self.d_model}, pero query es "
@@ -148,13 +155,23 @@ class MultiHeadAttention(nn.Module):
             )
         H, Dh = self.n_heads, self.d_head
         q = self.W_q(query).view(B, T, H, Dh)  # (B, T, H, Dh)
-        k = self.W_k(key).view(B, S, H, Dh)  # (B, S, H, Dh)
-        v = self.W_v(value).view(B, S, H, Dh)  # (B, S, H, Dh)
+        k, v = self._keys_values(key, value, cache)  # (B, S, H, Dh) each
         scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # (B, H, T, S)
         weights = masked_softmax(scores, mask)  # (B, H, T, S)
         heads = torch.einsum("bhts,bshd->bthd", self.dropout(weights), v)  # (B, T, H, Dh)
         out = self.W_o(heads.reshape(B, T, D))  # (B, T, D)
         return out, weights
+
+    def _keys_values(self, key: Tensor, value: Tensor, cache: AttentionCache | None) -> tuple[Tensor, Tensor]:
+        """Project keys and values to heads, through the cache when there is one."""
+        if cache is not None and cache.static and cache.filled:
+            return cache.k, cache.v  # cross-attention: computed once, at the first step
+        B, S, _ = key.shape
+        k = self.W_k(key).view(B, S, self.n_heads, self.d_head)  # (B, S, H, Dh)
+        v = self.W_v(value).view(B, S, self.n_heads, self.d_head)  # (B, S, H, Dh)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, S_cached + S, H, Dh)
+        return k, v
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:

@@ -60,6 +60,9 @@ register("07.shift_targets", "training", "check_shift_targets", "solution_my_shi
 register("07.smoothed_targets", "training", "check_smoothed_targets", "solution_my_smoothed_targets")
 register("08.strongest_head", "heads", "check_strongest_head", "solution_strongest_head")
 register("08.attention_row", "heads", "check_attention_row", "solution_attention_row")
+register("09.top_k", "generation", "check_top_k", "solution_my_top_k")
+register("09.top_p", "generation", "check_top_p", "solution_my_top_p")
+register("09.cached_attention", "generation", "check_cached_attention", "solution_my_cached_attention")
 
 
 def explain(es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
