@@ -58,7 +58,7 @@ def plot_attention_cost(
         lengths: the lengths T measured.
         times: label -> milliseconds per call at each length.
         memory: label -> MiB at each length.
-    A dashed line of slope 2 (∝ T²) goes through the first curve's last point in each panel.
+    A dashed line of slope 2 (∝ T²) goes through the first time curve's last point.
     """
     check_lang(lang)
     T = np.asarray(lengths, dtype=float)
@@ -69,8 +69,9 @@ def plot_attention_cost(
     for ax, curves, ylabel, title in panels:
         for label, ys in curves.items():
             ax.plot(T, _numpy(ys), "o-", lw=2, label=label)
-        first = _numpy(next(iter(curves.values())))
-        ax.plot(T, first[-1] * (T / T[-1]) ** 2, "--", color="grey", label="∝ $T^2$")
+        if curves is times:
+            first = _numpy(next(iter(curves.values())))
+            ax.plot(T, first[-1] * (T / T[-1]) ** 2, "--", color="grey", label="∝ $T^2$")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(T, [str(int(t)) for t in T])
