@@ -25,7 +25,8 @@ from torch import Tensor, nn
 from .i18n import check_lang, error, tr
 from .modern import ModernConfig, ModernTransformer
 
-__all__ = ["AblationSetup", "Variant", "VARIANTS", "train_variant", "run_ablation", "ablation_rows", "format_table"]
+__all__ = ["AblationSetup", "FULL_SETUP", "LIVE_SETUP", "Variant", "VARIANTS", "counting_task", "train_variant",
+           "run_ablation", "ablation_rows", "format_table", "MEASURED"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,13 @@ class AblationSetup:
     lr: float = 3e-3
     weight_decay: float = 0.0
     clip_norm: float = 1.0
+    val_lines: int = 256  # validation lines, drawn once with their own seed
+    val_seed: int = 12345
+
+
+# The table that benchmarks/ablation.py measures, and the smaller run notebook 10 makes live.
+FULL_SETUP = AblationSetup(steps=400)
+LIVE_SETUP = AblationSetup(steps=120, batch_size=16, val_lines=128)
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,22 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("leaky_mask", "máscara causal rota (ve el siguiente token)", "broken causal mask (sees the next token)",
             leaky_mask=True),
 )
+
+
+def counting_task(setup: AblationSetup = FULL_SETUP):
+    """Notebook 09's counting corpus: ``(corpus, next_batch, val_tokens)``.
+
+    ``next_batch(rng)`` draws ``setup.batch_size`` right-padded lines (B, L); ``val_tokens``
+    are ``setup.val_lines`` lines drawn once from ``setup.val_seed``.
+    """
+    from .gpt import COUNTING_RECIPE
+
+    corpus = COUNTING_RECIPE.corpus()
+
+    def next_batch(rng: random.Random) -> Tensor:
+        return corpus.batch(setup.batch_size, rng)  # (B, L)
+
+    return corpus, next_batch, corpus.batch(setup.val_lines, random.Random(setup.val_seed))
 
 
 def _lm_loss(logits: Tensor, tokens: Tensor, pad_id: int) -> Tensor:
@@ -190,3 +214,7 @@ def format_table(results: dict[str, list[float]], lang: str = "es", digits: int 
              for row in [head] + body]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
+
+
+# measured by benchmarks/ablation.py: (not measured yet)
+MEASURED: dict[str, list[float]] = {}
