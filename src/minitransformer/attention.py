@@ -14,10 +14,14 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from .kv_cache import AttentionCache
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -165,13 +169,17 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+        cache: AttentionCache | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` to ``key``/``value``.
 
         Shapes:
             query: (B, T, D); key and value: (B, S, D);
             mask: boolean, True = may attend, broadcastable to (B, H, T, S).
+            cache: optional :class:`~minitransformer.kv_cache.AttentionCache`; the keys and
+                values attended to are then the cached ones followed by the new ones
+                (S grows), or, for a filled static cache, the cached ones only.
 
         Returns:
             ``(output, weights)``: (B, T, D) and the per-head weights (B, H, T, S), or
@@ -186,8 +194,7 @@ class MultiHeadAttention(nn.Module):
             )
         H, Dh = self.n_heads, self.d_head
         q = self.W_q(query).view(B, T, H, Dh)  # (B, T, H, Dh)
-        k = self.W_k(key).view(B, S, H, Dh)  # (B, S, H, Dh)
-        v = self.W_v(value).view(B, S, H, Dh)  # (B, S, H, Dh)
+        k, v = self._keys_values(key, value, cache)  # (B, S, H, Dh) each
         if not _WEIGHTS_NEEDED.get():  # nobody looks at the weights: PyTorch's fused kernel
             p = self.dropout.p if self.training else 0.0
             heads = fast_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, p)  # (B, H, T, Dh)
@@ -197,6 +204,17 @@ class MultiHeadAttention(nn.Module):
         heads = torch.einsum("bhts,bshd->bthd", self.dropout(weights), v)  # (B, T, H, Dh)
         out = self.W_o(heads.reshape(B, T, D))  # (B, T, D)
         return out, weights
+
+    def _keys_values(self, key: Tensor, value: Tensor, cache: AttentionCache | None) -> tuple[Tensor, Tensor]:
+        """Project keys and values to heads, through the cache when there is one."""
+        if cache is not None and cache.static and cache.filled:
+            return cache.k, cache.v  # cross-attention: computed once, at the first step
+        B, S, _ = key.shape
+        k = self.W_k(key).view(B, S, self.n_heads, self.d_head)  # (B, S, H, Dh)
+        v = self.W_v(value).view(B, S, self.n_heads, self.d_head)  # (B, S, H, Dh)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, S_cached + S, H, Dh)
+        return k, v
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:

@@ -67,6 +67,27 @@ def _step_fn(model, src: Tensor, bos_id: int, repeat: int = 1) -> StepFn:
     return step
 
 
+def _cached_step_fn(model, src: Tensor, bos_id: int) -> StepFn:
+    """Like :func:`_step_fn` (``repeat`` = 1), with a key-value cache: each call feeds the
+    decoder only the tokens it has not seen yet. Every row is computed at every step (a
+    finished row is fed ``<pad>``), so that the cache keeps one row per source."""
+    memory, src_mask, _ = model.encode(src)  # (B, S, D), (B, 1, 1, S)
+    pad_id = model.config.pad_id
+    banned = [pad_id, bos_id]
+    cache = model.new_cache()
+
+    def step(prefix: Tensor, rows: Tensor) -> Tensor:
+        seen = len(cache)
+        new = torch.full((src.size(0), prefix.size(1) - seen), pad_id, dtype=prefix.dtype, device=prefix.device)
+        new[rows] = prefix[:, seen:]  # (B, t - seen)
+        logits, _, _ = model.decode(new, memory, src_mask, cache=cache)  # (B, t - seen, V)
+        logp = torch.log_softmax(logits[rows, -1].float(), dim=-1)  # (N, V)
+        logp[:, banned] = float("-inf")
+        return logp
+
+    return step
+
+
 class _eval_mode:
     """Put the model in eval mode for a search, restore its mode afterwards."""
 
@@ -99,7 +120,9 @@ def _greedy(step: StepFn, B: int, bos_id: int, eos_id: int, pad_id: int, max_len
 
 
 @torch.no_grad()
-def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, max_len: int | None = None) -> Decoded:
+def greedy_decode(
+    model, src: Tensor, bos_id: int, eos_id: int, max_len: int | None = None, use_cache: bool = False
+) -> Decoded:
     """Batched greedy decoding: at each step take the most likely next token.
 
     Args:
@@ -108,13 +131,16 @@ def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, max_len: int | N
         src: source ids, shape (B, S).
         bos_id, eos_id: start and end tokens of the target vocabulary.
         max_len: most tokens to generate (default: 2·S + 10, within ``config.max_len``).
+        use_cache: keep the decoder's keys and values between steps
+            (:mod:`~minitransformer.kv_cache`; the model needs ``new_cache``): the same
+            tokens, fewer computations.
 
     Returns:
         :class:`Decoded` with tokens (B, L) and scores (B,).
     """
     max_len = max_len or _default_max_len(model, src)
     with _eval_mode(model):
-        step = _step_fn(model, src, bos_id)
+        step = _cached_step_fn(model, src, bos_id) if use_cache else _step_fn(model, src, bos_id)
         return _greedy(step, src.size(0), bos_id, eos_id, model.config.pad_id, max_len, src.device)
 
 

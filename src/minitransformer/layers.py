@@ -8,17 +8,23 @@ Letters: B batch, T target length, S source length, D d_model, H heads.
 
 from __future__ import annotations
 
+from functools import partial
+from typing import TYPE_CHECKING
+
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 
+if TYPE_CHECKING:
+    from .kv_cache import AttentionCache, LayerCache
+
 __all__ = ["FeedForward", "EncoderLayer", "DecoderLayer", "make_activation"]
 
-_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": partial(nn.GELU, approximate="tanh")}
 
 
 def make_activation(name: str) -> nn.Module:
-    """``"relu"`` (the paper) or ``"gelu"`` (BERT)."""
+    """``"relu"`` (the paper), ``"gelu"`` (BERT) or ``"gelu_tanh"`` (GPT-2's tanh approximation)."""
     if name not in _ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {name!r}")
     return _ACTIVATIONS[name]()
@@ -71,18 +77,24 @@ class EncoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, cache: AttentionCache | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Shapes: x (B, S, D), mask broadcastable to (B, H, S, S).
+
+        With a causal mask this is a decoder-only (GPT) block; ``cache`` (its self-attention
+        :class:`~minitransformer.kv_cache.AttentionCache`) then lets x hold only the new
+        positions, and the mask is (B, H, S_new, S_cached + S_new).
 
         Returns ``(x, weights)``: (B, S, D) and the self-attention weights (B, H, S, S).
         """
         if self.norm_first:
             h = self.norm1(x)
-            a, weights = self.self_attn(h, h, h, mask)
+            a, weights = self.self_attn(h, h, h, mask, cache=cache)
             x = x + self.dropout1(a)
             x = x + self.dropout2(self.feed_forward(self.norm2(x)))
         else:
-            a, weights = self.self_attn(x, x, x, mask)
+            a, weights = self.self_attn(x, x, x, mask, cache=cache)
             x = self.norm1(x + self.dropout1(a))
             x = self.norm2(x + self.dropout2(self.feed_forward(x)))
         return x, weights
@@ -122,23 +134,30 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        cache: LayerCache | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Shapes: x (B, T, D), memory (B, S, D), tgt_mask broadcastable to (B, H, T, T),
         memory_mask broadcastable to (B, H, T, S).
 
+        ``cache`` (a :class:`~minitransformer.kv_cache.LayerCache` with cross-attention):
+        x holds only the new positions, tgt_mask is (B, H, T_new, T_cached + T_new), and the
+        keys and values of ``memory`` are computed at the first call only.
+
         Returns ``(x, self_weights, cross_weights)``: (B, T, D), (B, H, T, T), (B, H, T, S).
         """
+        self_cache = cache.self_attn if cache is not None else None
+        cross_cache = cache.cross_attn if cache is not None else None
         if self.norm_first:
             h = self.norm1(x)
-            a, self_weights = self.self_attn(h, h, h, tgt_mask)
+            a, self_weights = self.self_attn(h, h, h, tgt_mask, cache=self_cache)
             x = x + self.dropout1(a)
-            a, cross_weights = self.cross_attn(self.norm2(x), memory, memory, memory_mask)
+            a, cross_weights = self.cross_attn(self.norm2(x), memory, memory, memory_mask, cache=cross_cache)
             x = x + self.dropout2(a)
             x = x + self.dropout3(self.feed_forward(self.norm3(x)))
         else:
-            a, self_weights = self.self_attn(x, x, x, tgt_mask)
+            a, self_weights = self.self_attn(x, x, x, tgt_mask, cache=self_cache)
             x = self.norm1(x + self.dropout1(a))
-            a, cross_weights = self.cross_attn(x, memory, memory, memory_mask)
+            a, cross_weights = self.cross_attn(x, memory, memory, memory_mask, cache=cross_cache)
             x = self.norm2(x + self.dropout2(a))
             x = self.norm3(x + self.dropout3(self.feed_forward(x)))
         return x, self_weights, cross_weights

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import attention_weights_needed, causal_mask, combine_masks, padding_mask
+from .kv_cache import KVCache
 from .layers import DecoderLayer, EncoderLayer
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -113,9 +114,10 @@ class Embeddings(nn.Module):
         )
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, tokens: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+    def forward(self, tokens: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
+        """``offset``: position of the first token (the length of a key-value cache)."""
         check_tokens(tokens, self.vocab_size, "tokens")
-        x = self.position(self.token(tokens) * self.scale)  # (B, L, D)
+        x = self.position(self.token(tokens) * self.scale, offset)  # (B, L, D)
         if self.token_type is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(tokens)
@@ -192,18 +194,28 @@ class Decoder(nn.Module):
         memory: Tensor,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """Shapes: tgt (B, T); memory (B, S, D); tgt_mask broadcastable to (B, H, T, T), by
         default causal and padding; memory_mask broadcastable to (B, H, T, S).
 
+        With a :class:`~minitransformer.kv_cache.KVCache` (``KVCache(n_layers, cross=True)``)
+        ``tgt`` holds only the tokens after the cached ones, and the default mask covers the
+        cached positions too: (B, 1, T, T_cached + T).
+
         Returns ``(x, self_weights, cross_weights)``: (B, T, D) and one map per layer.
         """
+        offset = len(cache) if cache is not None else 0
+        if cache is not None:
+            _, cached_mask = cache.extend(tgt != self.config.pad_id)  # (B, 1, T, T_cached + T)
+            tgt_mask = cached_mask if tgt_mask is None else tgt_mask
         if tgt_mask is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)
-        x = self.embeddings(tgt)  # (B, T, D)
+        x = self.embeddings(tgt, offset=offset)  # (B, T, D)
         self_maps, cross_maps = [], []
-        for layer in self.layers:
-            x, w_self, w_cross = layer(x, memory, tgt_mask, memory_mask)
+        for i, layer in enumerate(self.layers):
+            layer_cache = cache.layers[i] if cache is not None else None
+            x, w_self, w_cross = layer(x, memory, tgt_mask, memory_mask, cache=layer_cache)
             self_maps.append(w_self)
             cross_maps.append(w_cross)
         if self.norm is not None:
@@ -246,12 +258,15 @@ class Transformer(nn.Module):
         return memory, src_mask, maps
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: KVCache | None = None
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """Shapes: tgt (B, T), memory (B, S, D), src_mask (B, 1, 1, S) -> logits (B, T, V)
-        and the decoder's self- and cross-attention maps."""
+        and the decoder's self- and cross-attention maps.
+
+        With ``cache`` (see :meth:`new_cache`), ``tgt`` holds only the tokens after the
+        cached ones."""
         check_tokens(tgt, self.config.tgt_vocab_size, "tgt")
-        x, self_maps, cross_maps = self.decoder(tgt, memory, None, src_mask)
+        x, self_maps, cross_maps = self.decoder(tgt, memory, None, src_mask, cache=cache)
         return self.generator(x), self_maps, cross_maps  # (B, T, V)
 
     def forward(
@@ -272,6 +287,10 @@ class Transformer(nn.Module):
         if return_attention:
             return logits, AttentionMaps(enc_maps, self_maps, cross_maps)
         return logits
+
+    def new_cache(self) -> KVCache:
+        """An empty key-value cache for :meth:`decode` (self- and cross-attention)."""
+        return KVCache(self.config.decoder_layers, cross=True)
 
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (shared weights counted once)."""

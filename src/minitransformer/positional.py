@@ -54,9 +54,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.max_len = max_len
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
 
-    def forward(self, x: Tensor) -> Tensor:
-        _check_length(x.size(1), self.max_len)
-        return x + self.pe[: x.size(1)]  # (B, T, D)
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """``offset``: position of x's first token (after a key-value cache's positions)."""
+        _check_length(offset + x.size(1), self.max_len)
+        return x + self.pe[offset : offset + x.size(1)]  # (B, T, D)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -70,7 +71,8 @@ class LearnedPositionalEmbedding(nn.Module):
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
 
-    def forward(self, x: Tensor) -> Tensor:
-        _check_length(x.size(1), self.max_len)
-        positions = torch.arange(x.size(1), device=x.device)  # (T,)
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """``offset``: position of x's first token (after a key-value cache's positions)."""
+        _check_length(offset + x.size(1), self.max_len)
+        positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
         return x + self.embedding(positions)  # (B, T, D)

@@ -1,0 +1,116 @@
+"""Figures about generation: next-token distributions under sampling filters, validity
+against diversity, and the time per generated token with and without the key-value cache."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from ..i18n import tr
+
+__all__ = ["plot_next_token", "plot_validity_diversity", "plot_step_times"]
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def _decimal_axis(axis, lang: str) -> None:
+    """Tick labels with a decimal comma in Spanish."""
+    if lang == "es":
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}".replace(".", ",")))
+
+
+def plot_next_token(
+    distributions: Mapping[str, Sequence[float]],
+    tokens: Sequence[str],
+    lang: str = "es",
+    top: int = 12,
+    title: str | None = None,
+) -> Figure:
+    """Bar charts of next-token distributions side by side, one panel per distribution.
+
+    Args:
+        distributions: label -> probabilities over the vocabulary (V,); the first one
+            orders the tokens (its ``top`` most likely are shown in every panel).
+        tokens: the vocabulary's tokens, in id order.
+    """
+    items = [(label, _numpy(p)) for label, p in distributions.items()]
+    order = np.argsort(-items[0][1], kind="stable")[:top]
+    n = len(items)
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), layout="constrained", squeeze=False)
+    for ax, (label, p) in zip(axes.flat, items):
+        kept = p[order] > 0
+        ax.bar(np.arange(top), p[order], color=np.where(kept, "tab:blue", "lightgray"))
+        ax.set_xticks(np.arange(top), [tokens[i] for i in order], rotation=60, ha="right", fontsize=10)
+        ax.set_ylim(0, 1)
+        ax.set_title(label, fontsize=12)
+        ax.grid(axis="y", alpha=0.3)
+        _decimal_axis(ax.yaxis, lang)
+        shown = p[order].sum()
+        ax.text(0.98, 0.95, tr(lang, f"{top} primeros: {shown:.2f}".replace(".", ","), f"top {top}: {shown:.2f}"),
+                transform=ax.transAxes, ha="right", va="top", fontsize=10)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(tr(lang, "probabilidad", "probability"))
+    fig.suptitle(title if title is not None else tr(lang, "Distribución del siguiente token", "Next-token distribution"))
+    return fig
+
+
+def plot_validity_diversity(
+    results: Mapping[str, tuple[float, float]], lang: str = "es", title: str | None = None
+) -> Figure:
+    """One point per sampling setting: share of valid lines against share of distinct lines.
+
+    Args:
+        results: label -> (validity, diversity), both in [0, 1].
+    """
+    fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
+    for label, (validity, diversity) in results.items():
+        ax.plot([diversity * 100], [validity * 100], "o", ms=10)
+        ax.annotate(label, (diversity * 100, validity * 100), textcoords="offset points", xytext=(8, 4), fontsize=11)
+    ax.set_xlabel(tr(lang, "líneas distintas (%)", "distinct lines (%)"))
+    ax.set_ylabel(tr(lang, "líneas válidas (%)", "valid lines (%)"))
+    ax.set_xlim(-3, 105)
+    ax.grid(alpha=0.3)
+    _decimal_axis(ax.xaxis, lang)
+    _decimal_axis(ax.yaxis, lang)
+    ax.set_title(title if title is not None else tr(lang, "Validez frente a diversidad", "Validity against diversity"))
+    return fig
+
+
+def plot_step_times(
+    lengths: Sequence[int],
+    times: Mapping[str, Sequence[float]],
+    lang: str = "es",
+    title: str | None = None,
+) -> Figure:
+    """Milliseconds per generated token against the sequence length, one line per method.
+
+    Args:
+        lengths: the length of the sequence when each token was generated.
+        times: label -> seconds per token at each length.
+    """
+    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+    x = np.asarray(lengths)
+    for label, t in times.items():
+        ax.plot(x, _numpy(t) * 1000, lw=2, label=label)
+    ax.set_xlabel(tr(lang, "longitud de la secuencia (tokens)", "sequence length (tokens)"))
+    ax.set_ylabel(tr(lang, "ms por token generado", "ms per generated token"))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    _decimal_axis(ax.yaxis, lang)
+    ax.legend()
+    ax.set_title(title if title is not None else tr(lang, "Tiempo por token, con y sin caché",
+                                                     "Time per token, with and without the cache"))
+    return fig

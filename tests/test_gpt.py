@@ -1,0 +1,146 @@
+"""The decoder-only model: GPT-2 equality, causality, padding, the counting corpus, errors."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from minitransformer import i18n
+from minitransformer.corpus import CountingCorpus
+from minitransformer.gpt import GPT, GPTConfig, from_gpt2, generate, lm_loss, train_gpt
+
+
+def tiny(**kw) -> GPT:
+    torch.manual_seed(0)
+    base = dict(vocab_size=40, max_len=64, d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0, pad_id=0)
+    return GPT(GPTConfig(**{**base, **kw})).eval()
+
+
+@pytest.mark.parametrize("activation", ["gelu_new", "gelu", "relu"])
+@pytest.mark.parametrize("tie", [True, False])
+def test_equal_to_transformers_gpt2(activation, tie):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4, activation_function=activation,
+        tie_word_embeddings=tie, bos_token_id=0, eos_token_id=0,
+    )).eval()
+    with torch.no_grad():  # non-trivial LayerNorms and biases
+        for name, p in hf.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    ours = from_gpt2(hf)
+    assert ours.num_parameters() == sum(p.numel() for p in hf.parameters())
+    x = torch.randint(0, 97, (3, 40))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), hf(x).logits, atol=1e-5, rtol=1e-5)
+        greedy = hf.generate(x[:, :6], max_new_tokens=12, do_sample=False, pad_token_id=0)
+    assert torch.equal(generate(ours, x[:, :6], 12, temperature=0), greedy)
+
+
+def test_gpt2_small_defaults():
+    config = GPTConfig()
+    with torch.device("meta"):
+        model = GPT(config)
+    assert model.num_parameters() == 124_439_808  # GPT-2 small, tied embedding counted once
+
+
+def test_future_tokens_do_not_change_the_past():
+    model = tiny()
+    x = torch.randint(1, 40, (2, 12))
+    y = x.clone()
+    y[:, 7:] = torch.randint(1, 40, (2, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x)[:, :7], model(y)[:, :7])
+
+
+def test_left_padding_changes_nothing():
+    model = tiny()
+    x = torch.randint(1, 40, (1, 9))
+    padded = torch.cat([torch.zeros(1, 4, dtype=torch.long), x], dim=1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(padded)[:, 4:], model(x))
+
+
+def test_weight_tying_and_init():
+    model = tiny()
+    assert model.lm_head.weight is model.token.weight
+    untied = tiny(tie_output=False)
+    assert untied.num_parameters() == model.num_parameters() + 40 * 32
+
+
+def test_lm_loss_ignores_padding():
+    logits = torch.randn(2, 5, 7)
+    tokens = torch.tensor([[1, 4, 5, 2, 0], [1, 3, 2, 0, 0]])
+    manual = torch.nn.functional.cross_entropy(
+        torch.cat([logits[0, :3], logits[1, :2]]), torch.tensor([4, 5, 2, 3, 2]))
+    torch.testing.assert_close(lm_loss(logits, tokens, 0), manual)
+
+
+def test_counting_corpus_lines_and_validity():
+    corpus = CountingCorpus(200)
+    line = corpus.line(29, 3, "es")
+    assert corpus.decode(line) == "<es> veintinueve , treinta , treinta y uno"
+    assert corpus.is_valid(line)
+    assert corpus.decode(corpus.line(98, 3, "en")) == "<en> ninety-eight , ninety-nine , one hundred"
+    eos, sep = corpus.vocab.eos_id, corpus.sep_id
+    word = corpus.vocab.index
+    wrong = [
+        line[:-1],  # cut short: no <eos>
+        corpus.line(29, 1, "es"),  # a single number
+        line[:-1] + [sep, word["treinta"], eos],  # not consecutive
+        corpus.prompt("es") + [word["twenty"], sep, word["twenty-one"], eos],  # wrong language
+        corpus.prompt("es") + [word["treinta"], word["y"], sep, word["treinta"], word["y"], word["uno"], eos],
+        line + [word["uno"]],  # something after <eos>
+        line[1:],  # no <bos>
+    ]
+    assert not any(corpus.is_valid(w) for w in wrong)
+    padded = [0, 0] + line + [0, 0]
+    assert corpus.is_valid(padded)
+    rng = random.Random(0)
+    batch = corpus.batch(50, rng)
+    assert corpus.validity(batch) == 1.0
+    assert batch.size(1) <= corpus.longest_line
+    prompts = corpus.prompts(10, rng, numbers=2)
+    assert bool((prompts[:, -1] == sep).all())
+
+
+def test_training_learns_the_corpus_quickly():
+    # a small run: the loss falls well below its starting value
+    corpus = CountingCorpus(40, max_count=4)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(corpus.vocab), max_len=32, d_model=32, n_heads=2, n_layers=1,
+                          d_ff=64, dropout=0.0, pad_id=0))
+    rng = random.Random(0)
+    losses = train_gpt(model, lambda: corpus.batch(32, rng), 150, lr=1e-2, warmup=10, progress=False)
+    assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
+
+
+BAD = [
+    (lambda m: m(torch.randint(1, 40, (1, 65))), "max_len", "max_len"),
+    (lambda m: generate(m, torch.randint(1, 40, (1, 60)), 10), "contexto", "context"),
+    (lambda m: generate(m, torch.randint(1, 40, (1, 5)), 3, top_p=0), "(0, 1]", "(0, 1]"),
+    (lambda m: generate(m, torch.randint(1, 40, (1, 5)), 3, top_k=0), "top_k", "top_k"),
+    (lambda m: generate(m, torch.randint(1, 40, (1, 5)), 3, temperature=-1), "temperatura", "temperature"),
+    (lambda m: generate(m, torch.randint(1, 40, (1, 5)), -1), "max_new_tokens", "max_new_tokens"),
+    (lambda m: m(torch.tensor([[1, 2, 40]])), "vocabulario", "vocabulary"),
+    (lambda m: m(torch.rand(1, 3)), "enteros", "integer"),
+    (lambda m: GPTConfig(d_model=30, n_heads=4), "divisible", "divisible"),
+    (lambda m: GPTConfig(n_layers=0), "positivo", "positive"),
+    (lambda m: CountingCorpus(1), "max_number", "max_number"),
+]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize("call, es, en", BAD)
+def test_bad_input_raises_in_the_current_language(lang, call, es, en):
+    model = tiny()
+    i18n.set_language(lang)
+    try:
+        with pytest.raises(ValueError) as info:
+            call(model)
+        assert (es if lang == "es" else en) in str(info.value)
+    finally:
+        i18n.set_language("en")
