@@ -43,7 +43,7 @@ def main() -> None:
     corpus, next_batch, val_tokens = ablation.counting_task(setup)
     start = time.perf_counter()
     results = run_ablation(next_batch, val_tokens, len(corpus.vocab), corpus.vocab.pad_id, seeds=args.seeds,
-                           setup=setup, progress=True)
+                           setup=setup, progress=True, threads=args.threads)
     minutes = (time.perf_counter() - start) / 60
     print(f"\n{len(args.seeds)} seeds, {setup.steps} steps, {minutes:.1f} min, torch {torch.__version__}\n")
     print(format_table(results, "en"))
