@@ -49,7 +49,7 @@ class AblationSetup:
 
 # The table that benchmarks/ablation.py measures, and the smaller run notebook 10 makes live.
 FULL_SETUP = AblationSetup(steps=400)
-LIVE_SETUP = AblationSetup(steps=120, batch_size=16, val_lines=128)
+LIVE_SETUP = AblationSetup(steps=200, batch_size=8, val_lines=128)
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def format_table(results: dict[str, list[float]], lang: str = "es", digits: int 
     n_seeds = max(len(v) for v in results.values())
     head = [tr(lang, "variante", "variant"), tr(lang, "pérdida val.", "val. loss"),
             tr(lang, f"± desv. ({n_seeds} semillas)", f"± std ({n_seeds} seeds)"),
-            tr(lang, "Δ vs moderno", "Δ vs modern")]
+            tr(lang, "Δ frente al moderno", "Δ vs modern")]
     body = [[labels.get(name, name), num(mean), num(spread), num(delta, sign=True)]
             for name, mean, spread, delta in ablation_rows(results)]
     widths = [max(len(r[i]) for r in [head] + body) for i in range(4)]

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ..i18n import check_lang, tr
 
@@ -103,8 +103,10 @@ def plot_ablation(results: Mapping[str, Sequence[float]], labels: Mapping[str, s
         ax.plot(values, np.full(len(values), yi), "o", color="#08519c", ms=5)
     ax.set_yticks(y, [labels.get(n, n) for n in names])
     ax.set_xscale("log")
+    ticks = [t for t in (0.25, 0.5, 1, 2, 4, 8, 16, 32) if min(means) / 2 <= t <= 2 * max(max(results[n]) for n in names)]
+    ax.set_xticks(ticks)
     ax.xaxis.set_major_formatter(_decimal(lang))
-    ax.xaxis.set_minor_formatter(_decimal(lang))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(tr(lang, "pérdida de validación (escala logarítmica; puntos: semillas)",
                      "validation loss (log scale; dots: seeds)"))
     ax.set_title(title if title is not None else tr(lang, "Ablación: un cambio cada vez", "Ablation: one change at a time"))
