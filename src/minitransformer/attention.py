@@ -11,9 +11,13 @@ D d_model, Dh d_head.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .i18n import error
@@ -28,7 +32,57 @@ __all__ = [
     "causal_mask",
     "combine_masks",
     "check_mask",
+    "fast_attention",
+    "attention_weights_needed",
 ]
+
+# Whether MultiHeadAttention must compute and return its weights (see attention_weights_needed).
+_WEIGHTS_NEEDED: ContextVar[bool] = ContextVar("attention_weights_needed", default=True)
+
+
+@contextmanager
+def attention_weights_needed(needed: bool) -> Iterator[None]:
+    """Inside ``with attention_weights_needed(False):`` every :class:`MultiHeadAttention`
+    returns ``None`` instead of its weights and computes its output with PyTorch's fused
+    ``F.scaled_dot_product_attention`` (same result, faster, no (B, H, T, S) tensor kept).
+    Outside such a block the weights are always computed and returned.
+    """
+    token = _WEIGHTS_NEEDED.set(bool(needed))
+    try:
+        yield
+    finally:
+        _WEIGHTS_NEEDED.reset(token)
+
+
+def fast_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> Tensor:
+    """The output of attention from ``F.scaled_dot_product_attention``, with the course's masks.
+
+    Same result as :func:`scaled_dot_product_attention` (or ``scale`` instead of 1/√Dh), without
+    the weights. A query row with no allowed key gives zeros, not NaN: such rows are let attend
+    everywhere (finite numbers) and their output is then set to zero, so no gradient flows
+    through them either. With fewer key/value heads than query heads (grouped-query attention),
+    query head h uses key/value head h // (H / Hkv).
+
+    Shapes: q (B, H, T, Dh), k (B, Hkv, S, Dh), v (B, Hkv, S, Dv), mask boolean broadcastable
+    to (B, H, T, S), True = may attend -> (B, H, T, Dv).
+    """
+    empty = None
+    if mask is not None:
+        check_mask(mask, torch.Size((*q.shape[:-1], k.size(-2))))
+        empty = ~mask.any(dim=-1, keepdim=True)  # (..., T, 1): rows with no allowed key
+        # On the CPU, asking whether there is any empty row costs nothing and spares two passes
+        # over the output when there is none (the usual case); elsewhere it would wait for the GPU.
+        if q.device.type == "cpu" and not bool(empty.any()):
+            empty = None
+        else:
+            mask = mask | empty
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, enable_gqa=k.size(-3) != q.size(-3)
+    )  # (B, H, T, Dv)
+    return out if empty is None else out.masked_fill(empty, 0.0)
 
 
 def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
@@ -143,7 +197,8 @@ class MultiHeadAttention(nn.Module):
                 (S grows), or, for a filled static cache, the cached ones only.
 
         Returns:
-            ``(output, weights)``: (B, T, D) and the per-head weights (B, H, T, S).
+            ``(output, weights)``: (B, T, D) and the per-head weights (B, H, T, S), or
+            ``None`` for the weights inside ``with attention_weights_needed(False):``.
         """
         B, T, D = query.shape
         if D != self.d_model or key.size(-1) != D or value.size(-1) != D:
@@ -156,6 +211,10 @@ class MultiHeadAttention(nn.Module):
         H, Dh = self.n_heads, self.d_head
         q = self.W_q(query).view(B, T, H, Dh)  # (B, T, H, Dh)
         k, v = self._keys_values(key, value, cache)  # (B, S, H, Dh) each
+        if not _WEIGHTS_NEEDED.get():  # nobody looks at the weights: PyTorch's fused kernel
+            p = self.dropout.p if self.training else 0.0
+            heads = fast_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, p)  # (B, H, T, Dh)
+            return self.W_o(heads.transpose(1, 2).reshape(B, T, D)), None  # (B, T, D)
         scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # (B, H, T, S)
         weights = masked_softmax(scores, mask)  # (B, H, T, S)
         heads = torch.einsum("bhts,bshd->bthd", self.dropout(weights), v)  # (B, T, H, Dh)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .attention import causal_mask, combine_masks, padding_mask
+from .attention import attention_weights_needed, causal_mask, combine_masks, padding_mask
 from .i18n import error
 from .kv_cache import KVCache
 from .layers import DecoderLayer, EncoderLayer
@@ -306,8 +306,9 @@ class Transformer(nn.Module):
                 f"src y tgt tienen lotes de tamaño distinto: {src.size(0)} y {tgt.size(0)}",
                 f"src and tgt batch sizes differ: {src.size(0)} and {tgt.size(0)}",
             )
-        memory, src_mask, enc_maps = self.encode(src)
-        logits, self_maps, cross_maps = self.decode(tgt, memory, src_mask)
+        with attention_weights_needed(return_attention):  # no maps asked: the fused kernel
+            memory, src_mask, enc_maps = self.encode(src)
+            logits, self_maps, cross_maps = self.decode(tgt, memory, src_mask)
         if return_attention:
             return logits, AttentionMaps(enc_maps, self_maps, cross_maps)
         return logits

@@ -63,6 +63,9 @@ register("08.attention_row", "heads", "check_attention_row", "solution_attention
 register("09.top_k", "generation", "check_top_k", "solution_my_top_k")
 register("09.top_p", "generation", "check_top_p", "solution_my_top_p")
 register("09.cached_attention", "generation", "check_cached_attention", "solution_my_cached_attention")
+register("10.rope", "modern", "check_rope", "solution_rope")
+register("10.swiglu", "modern", "check_swiglu", "solution_swiglu")
+register("10.online_softmax", "modern", "check_online_softmax", "solution_online_softmax")
 
 
 def explain(es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -1,0 +1,356 @@
+"""The modern decoder-only model: RoPE, RMSNorm, SwiGLU, grouped-query attention, Llama
+equality, the online softmax, and the attention fast path."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minitransformer.attention import (
+    MultiHeadAttention,
+    attention_weights_needed,
+    causal_mask,
+    fast_attention,
+    scaled_dot_product_attention,
+)
+from minitransformer.i18n import CourseError, set_language
+from minitransformer.modern import (
+    GroupedQueryAttention,
+    ModernConfig,
+    ModernTransformer,
+    RMSNorm,
+    RotaryEmbedding,
+    SwiGLU,
+    apply_rope,
+    from_llama,
+    online_attention,
+    online_softmax,
+    rope_cos_sin,
+    rope_frequencies,
+)
+
+transformers = pytest.importorskip("transformers")
+
+
+# --- RoPE -------------------------------------------------------------------------------
+
+
+def rotate_pairs_by_hand(x, base=10000.0):
+    """RoPE with explicit 2 × 2 rotations of the pairs (x_2i, x_2i+1). x (T, Dh)."""
+    T, Dh = x.shape
+    out = torch.empty_like(x)
+    for p in range(T):
+        for i in range(Dh // 2):
+            angle = p * base ** (-2 * i / Dh)
+            c, s = math.cos(angle), math.sin(angle)
+            rot = torch.tensor([[c, -s], [s, c]])
+            out[p, 2 * i : 2 * i + 2] = rot @ x[p, 2 * i : 2 * i + 2]
+    return out
+
+
+def test_rope_interleaved_is_a_rotation_of_each_pair():
+    x = torch.randn(7, 8)
+    cos, sin = rope_cos_sin(torch.arange(7), 8)
+    torch.testing.assert_close(apply_rope(x, cos, sin, interleaved=True), rotate_pairs_by_hand(x))
+
+
+def test_rope_layouts_differ_by_a_permutation_of_dimensions():
+    x = torch.randn(2, 5, 12)
+    cos, sin = rope_cos_sin(torch.arange(5), 12)
+    perm = torch.cat([torch.arange(0, 12, 2), torch.arange(1, 12, 2)])  # interleaved -> halves
+    half = apply_rope(x[..., perm], cos, sin)
+    torch.testing.assert_close(half, apply_rope(x, cos, sin, interleaved=True)[..., perm])
+
+
+def test_rope_frequencies_are_the_sinusoidal_ones():
+    torch.testing.assert_close(rope_frequencies(16), 10000 ** (-torch.arange(0, 16, 2) / 16))
+    assert rope_frequencies(16, base=500.0)[-1] > rope_frequencies(16)[-1]
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_keeps_norms_and_position_zero(interleaved):
+    x = torch.randn(3, 2, 10, 8)
+    rope = RotaryEmbedding(8, 32, interleaved=interleaved)
+    y = rope(x)
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))
+    torch.testing.assert_close(y[..., 0, :], x[..., 0, :])
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_score_depends_only_on_the_distance(interleaved):
+    torch.manual_seed(0)
+    q, k = torch.randn(16), torch.randn(16)
+    rope = RotaryEmbedding(16, 64, interleaved=interleaved)
+    qs = rope(q.expand(64, 16))  # q at every position
+    ks = rope(k.expand(64, 16))
+    scores = qs @ ks.T  # (64, 64): q at m, k at n
+    for d in (-5, 0, 3, 20):
+        diag = torch.diagonal(scores, offset=d)  # every pair with n - m = d
+        torch.testing.assert_close(diag, diag[:1].expand_as(diag), atol=1e-4, rtol=1e-4)
+    assert (scores[0, 0] - scores[0, 3]).abs() > 1e-3  # but it does depend on the distance
+
+
+def test_rope_offset_continues_the_positions():
+    rope = RotaryEmbedding(8, 20)
+    x = torch.randn(1, 6, 8)
+    torch.testing.assert_close(rope(x)[:, 4:], rope(x[:, 4:], offset=4))
+
+
+# --- RMSNorm, SwiGLU --------------------------------------------------------------------
+
+
+def test_rms_norm_matches_torch():
+    ours, theirs = RMSNorm(12, eps=1e-5), nn.RMSNorm(12, eps=1e-5)
+    with torch.no_grad():
+        ours.weight.normal_()
+        theirs.weight.copy_(ours.weight)
+    x = torch.randn(3, 4, 12) * 5 + 2
+    torch.testing.assert_close(ours(x), theirs(x))
+    torch.testing.assert_close(ours(x), F.rms_norm(x, (12,), ours.weight, 1e-5))
+    z = torch.zeros(2, 12)
+    assert torch.equal(ours(z), z)  # ε keeps 0 / 0 away
+
+
+def test_rms_norm_is_layer_norm_of_a_centred_input():
+    x = torch.randn(5, 16)
+    x = x - x.mean(-1, keepdim=True)
+    torch.testing.assert_close(RMSNorm(16, eps=1e-5)(x), F.layer_norm(x, (16,), eps=1e-5))
+
+
+def test_swiglu_matches_a_reference():
+    torch.manual_seed(0)
+    ff = SwiGLU(8, 20)
+    x = torch.randn(2, 3, 8)
+    a = x @ ff.W_gate.weight.T
+    reference = ((a * torch.sigmoid(a)) * (x @ ff.W_up.weight.T)) @ ff.W_down.weight.T
+    torch.testing.assert_close(ff(x), reference)
+    assert all(m.bias is None for m in (ff.W_gate, ff.W_up, ff.W_down))
+    assert sum(p.numel() for p in ff.parameters()) == 3 * 8 * 20
+
+
+# --- grouped-query attention ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_kv", [1, 2, 4])
+def test_gqa_fast_path_equals_einsum_and_repeated_heads(n_kv):
+    torch.manual_seed(0)
+    attn = GroupedQueryAttention(32, 4, n_kv, rope=RotaryEmbedding(8, 16)).eval()
+    x = torch.randn(2, 9, 32)
+    mask = causal_mask(9)
+    fast, none = attn(x, mask)
+    slow, weights = attn(x, mask, need_weights=True)
+    assert none is None and weights.shape == (2, 4, 9, 9)
+    torch.testing.assert_close(fast, slow)
+    # the same as ordinary multi-head attention with each key/value head repeated G times
+    q = attn.rope(attn.W_q(x).view(2, 9, 4, 8).transpose(1, 2))
+    k = attn.rope(attn.W_k(x).view(2, 9, n_kv, 8).transpose(1, 2)).repeat_interleave(4 // n_kv, dim=1)
+    v = attn.W_v(x).view(2, 9, n_kv, 8).transpose(1, 2).repeat_interleave(4 // n_kv, dim=1)
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(weights, w)
+    torch.testing.assert_close(slow, attn.W_o(out.transpose(1, 2).reshape(2, 9, 32)))
+    assert attn.W_k.weight.shape == (n_kv * 8, 32)
+
+
+# --- equality with transformers' Llama --------------------------------------------------
+
+LLAMA_CONFIGS = [
+    dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4),
+    dict(hidden_size=32, intermediate_size=40, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2),
+    dict(hidden_size=48, intermediate_size=64, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=1,
+         rope_theta=500000.0, rms_norm_eps=1e-5),
+    dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+         tie_word_embeddings=True),
+]
+
+
+def random_llama(seed, attn="eager", **sizes):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=61, max_position_embeddings=40, attn_implementation=attn, **sizes)
+    hf = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # weights far from the tiny initialisation, so that differences show
+        for name, p in hf.named_parameters():
+            p.copy_(1 + 0.2 * torch.randn_like(p) if "norm" in name else 0.2 * torch.randn_like(p))
+    return hf
+
+
+@pytest.mark.parametrize("sizes", LLAMA_CONFIGS)
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_llama_logits_are_equal(sizes, attn):
+    hf = random_llama(1, attn, **sizes)
+    ours = from_llama(hf).eval()
+    assert ours.num_parameters() == sum(p.numel() for p in hf.parameters())
+    assert ours.config.kv_heads == sizes["num_key_value_heads"]
+    tokens = torch.randint(0, 61, (3, 37), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        theirs = hf(tokens).logits
+        fast = ours(tokens)
+        slow, maps = ours(tokens, return_attention=True)
+    assert theirs.abs().max() > 1.0
+    torch.testing.assert_close(fast, theirs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(slow, theirs, atol=1e-5, rtol=1e-5)
+    assert len(maps) == sizes["num_hidden_layers"] and maps[0].shape == (3, sizes["num_attention_heads"], 37, 37)
+
+
+def test_llama_equality_needs_rope():
+    hf = random_llama(3, **LLAMA_CONFIGS[0])
+    ours = from_llama(hf).eval()
+    tokens = torch.randint(0, 61, (2, 20))
+    with torch.no_grad():
+        theirs = hf(tokens).logits
+        for block in ours.blocks:
+            block.attn.rope = None
+        assert (ours(tokens) - theirs).abs().max() > 1e-2
+
+
+def test_from_llama_refuses_other_architectures():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    hf = LlamaForCausalLM(LlamaConfig(vocab_size=20, hidden_size=16, intermediate_size=8, num_hidden_layers=1,
+                                      num_attention_heads=2, attention_bias=True))
+    with pytest.raises(ValueError, match="bias"):
+        from_llama(hf)
+
+
+# --- the model --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"positional": "sinusoidal"}, {"positional": "learned"}, {"norm": "layer"}, {"feed_forward": "relu"},
+    {"norm_first": False}, {"scale_scores": False}, {"n_kv_heads": 2}, {"bias": True}, {"tie_output": True},
+])
+def test_every_variant_is_causal_and_fast_path_equal(change):
+    torch.manual_seed(0)
+    model = ModernTransformer(ModernConfig(vocab_size=30, d_model=32, n_heads=4, d_ff=40, max_len=16, **change)).eval()
+    tokens = torch.randint(0, 30, (2, 12))
+    changed = tokens.clone()
+    changed[:, 8] = (changed[:, 8] + 1) % 30
+    with torch.no_grad():
+        a, b = model(tokens), model(changed)
+        slow, _ = model(tokens, return_attention=True)
+    torch.testing.assert_close(a[:, :8], b[:, :8])  # the future does not change the past
+    assert (a[:, 8:] - b[:, 8:]).abs().max() > 0
+    torch.testing.assert_close(a, slow, atol=1e-5, rtol=1e-5)
+    if change.get("bias"):
+        assert model.blocks[0].attn.W_q.bias is not None
+    else:
+        assert all(not n.endswith("bias") for n, _ in model.named_parameters())
+
+
+def test_model_trains():
+    torch.manual_seed(0)
+    model = ModernTransformer(ModernConfig(vocab_size=10, d_model=32, n_heads=4, n_kv_heads=2, d_ff=48, max_len=16))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    tokens = torch.arange(12).remainder(10).repeat(8, 1)  # 0 1 2 … 9 0 1
+    for _ in range(60):
+        loss = F.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.1
+
+
+# --- bad input: a ValueError naming the problem, in the current language -----------------
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize("make,es,en", [
+    (lambda: ModernConfig(d_model=30, n_heads=4), "divisible", "divisible"),
+    (lambda: ModernConfig(n_heads=4, n_kv_heads=3), "múltiplo de n_kv_heads", "multiple of n_kv_heads"),
+    (lambda: ModernConfig(d_model=12, n_heads=4), "debe ser par", "must be even"),
+    (lambda: ModernConfig(norm="batch"), "norm debe ser uno de", "norm must be one of"),
+    (lambda: ModernConfig(positional="alibi"), "positional debe ser", "positional must be"),
+    (lambda: ModernConfig(dropout=1.5), "dropout", "dropout"),
+    (lambda: ModernTransformer(ModernConfig(vocab_size=10, max_len=8))(torch.zeros(1, 9, dtype=torch.long)),
+     "max_len = 8", "max_len = 8"),
+    (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.full((1, 3), 10)), "fuera del vocabulario",
+     "outside the vocabulary"),
+    (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(1, 3)), "ids enteros", "integer ids"),
+    (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(3, dtype=torch.long)), "(B, T)", "(B, T)"),
+    (lambda: RotaryEmbedding(8, 4)(torch.randn(6, 8)), "se salen de la tabla", "outside the RoPE table"),
+    (lambda: rope_frequencies(7), "par", "even"),
+    (lambda: online_softmax(torch.randn(3, 4), block_size=0), "block_size", "block_size"),
+    (lambda: GroupedQueryAttention(32, 4)(torch.randn(1, 3, 16)), "d_model = 32", "d_model = 32"),
+])
+def test_bad_input_raises_in_the_current_language(lang, make, es, en):
+    set_language(lang)
+    try:
+        with pytest.raises(ValueError) as info:
+            make()
+        assert isinstance(info.value, CourseError)
+        assert (es if lang == "es" else en) in str(info.value)
+    finally:
+        set_language("en")
+
+
+# --- the online softmax -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block", [1, 3, 16, 100])
+def test_online_softmax_equals_softmax(block):
+    scores = torch.randn(4, 5, 37) * 10
+    scores[0, 0, 20] = 1000.0  # a large score late in the row: the running maximum must rescale
+    torch.testing.assert_close(online_softmax(scores, block), torch.softmax(scores, dim=-1))
+
+
+@pytest.mark.parametrize("block", [1, 4, 7, 64])
+def test_online_attention_equals_attention(block):
+    q, k, v = torch.randn(2, 3, 11, 8), torch.randn(2, 3, 29, 8) * 3, torch.randn(2, 3, 29, 5)
+    torch.testing.assert_close(online_attention(q, k, v, block), F.scaled_dot_product_attention(q, k, v))
+
+
+# --- the fast path of the course's MultiHeadAttention -----------------------------------
+
+
+def test_fast_path_equals_einsum_with_masks_and_empty_rows():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).eval()
+    x, mem = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
+    pad = torch.tensor([[1] * 7, [1] * 3 + [0] * 4, [0] * 7]).bool()[:, None, None, :]  # (B, 1, 1, S): last row empty
+    slow, weights = mha(x, mem, mem, pad)
+    with attention_weights_needed(False):
+        fast, none = mha(x, mem, mem, pad)
+    assert none is None and weights is not None
+    torch.testing.assert_close(fast, slow)
+    assert torch.isfinite(fast).all()
+    torch.testing.assert_close(fast[2], mha.W_o.bias.expand(5, 16))  # empty rows: zero attention output
+    out = fast_attention(torch.randn(2, 4, 5, 8, requires_grad=True), torch.randn(2, 4, 5, 8),
+                         torch.randn(2, 4, 5, 8), torch.zeros(5, 5, dtype=torch.bool))
+    assert torch.equal(out, torch.zeros_like(out))
+
+
+def test_fast_path_gradients_equal_and_finite():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2)
+    x = torch.randn(2, 6, 16, requires_grad=True)
+    mask = causal_mask(6) & torch.tensor([[True] * 6, [False] * 6]).view(2, 1, 1, 6)
+    grads = []
+    for needed in (True, False):
+        with attention_weights_needed(needed):
+            out, _ = mha(x, x, x, mask)
+        (gx,) = torch.autograd.grad(out.pow(2).sum(), x)
+        grads.append(gx)
+    torch.testing.assert_close(grads[0], grads[1])
+    assert torch.isfinite(grads[1]).all()
+
+
+def test_transformer_uses_the_fast_path_only_without_maps(monkeypatch):
+    from minitransformer import attention
+    from minitransformer.model import Transformer, TransformerConfig
+
+    calls = []
+    original = attention.fast_attention
+    monkeypatch.setattr(attention, "fast_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model = Transformer(TransformerConfig(src_vocab_size=11, tgt_vocab_size=13, d_model=16, n_heads=2, d_ff=32,
+                                          n_layers=1, dropout=0.0)).eval()
+    src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 13, (2, 4))
+    with torch.no_grad():
+        logits, maps = model(src, tgt, return_attention=True)
+        assert not calls and maps.encoder[0] is not None
+        torch.testing.assert_close(model(src, tgt), logits)
+    assert len(calls) == 3  # encoder self, decoder self, cross
