@@ -92,6 +92,16 @@ GLOSSARY: dict[str, str] = {
     "head view": "vista de cabezas",
     "model view": "vista del modelo",
     "neuron view": "vista de neuronas",
+    "decoder-only": "solo decodificador",
+    "sampling": "muestreo",
+    "temperature": "temperatura",
+    "top-k sampling": "muestreo top-k",
+    "nucleus sampling": "muestreo de núcleo (top-p)",
+    "key-value cache": "caché de claves y valores (KV cache)",
+    "rotary positional embedding": "codificación posicional rotatoria (RoPE)",
+    "grouped-query attention": "atención con consultas agrupadas",
+    "ablation": "ablación",
+    "online softmax": "softmax en línea",
 }
 
 
