@@ -54,8 +54,18 @@ def ensure_env() -> Path:
     if not STAMP.exists() or STAMP.read_text() != wanted:
         print("Installing the course and its pinned dependencies ...", flush=True)
         subprocess.run(
-            [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-             "-c", str(ROOT / "constraints.txt"), "-e", f"{ROOT}[dev]"],
+            [
+                str(py),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "-q",
+                "-c",
+                str(ROOT / "constraints.txt"),
+                "-e",
+                f"{ROOT}[dev]",
+            ],
             check=True,
         )
         STAMP.write_text(wanted)

@@ -41,8 +41,16 @@ def main() -> None:
     setup = replace(ablation.FULL_SETUP, steps=args.steps)
     corpus, next_batch, val_tokens = ablation.counting_task(setup)
     start = time.perf_counter()
-    results = run_ablation(next_batch, val_tokens, len(corpus.vocab), corpus.vocab.pad_id, seeds=args.seeds,
-                           setup=setup, progress=True, threads=args.threads)
+    results = run_ablation(
+        next_batch,
+        val_tokens,
+        len(corpus.vocab),
+        corpus.vocab.pad_id,
+        seeds=args.seeds,
+        setup=setup,
+        progress=True,
+        threads=args.threads,
+    )
     minutes = (time.perf_counter() - start) / 60
     print(f"\n{len(args.seeds)} seeds, {setup.steps} steps, {minutes:.1f} min, torch {torch.__version__}\n")
     print(format_table(results, "en"))
@@ -50,10 +58,13 @@ def main() -> None:
         path = Path(ablation.__file__)
         text = path.read_text(encoding="utf-8")
         rounded = {name: [round(v, 4) for v in values] for name, values in results.items()}
-        block = (f"# measured by benchmarks/ablation.py: seeds {args.seeds}, {setup.steps} steps\n"
-                 f"MEASURED: dict[str, list[float]] = {pprint.pformat(rounded, width=110, sort_dicts=False)}\n")
-        new, n = re.subn(r"# measured by benchmarks/ablation\.py.*?\n(MEASURED: .*?\}\n)", lambda m: block, text,
-                         flags=re.S)
+        block = (
+            f"# measured by benchmarks/ablation.py: seeds {args.seeds}, {setup.steps} steps\n"
+            f"MEASURED: dict[str, list[float]] = {pprint.pformat(rounded, width=110, sort_dicts=False)}\n"
+        )
+        new, n = re.subn(
+            r"# measured by benchmarks/ablation\.py.*?\n(MEASURED: .*?\}\n)", lambda m: block, text, flags=re.S
+        )
         if n != 1:
             raise SystemExit("could not find the MEASURED block in minitransformer/ablation.py")
         path.write_text(new, encoding="utf-8")

@@ -63,30 +63,44 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(f"device {device}, {torch.get_num_threads()} CPU threads, batch {args.batch}, "
-          f"median of {args.repeats} interleaved runs")
+    print(
+        f"device {device}, {torch.get_num_threads()} CPU threads, batch {args.batch}, "
+        f"median of {args.repeats} interleaved runs"
+    )
     for name in args.sizes:
         d_model, n_heads, n_layers = SIZES[name]
         torch.manual_seed(0)
-        config = GPTConfig(vocab_size=160, max_len=max(args.lengths) + 8, d_model=d_model, n_heads=n_heads,
-                           n_layers=n_layers, d_ff=4 * d_model, dropout=0.0, pad_id=0)
+        config = GPTConfig(
+            vocab_size=160,
+            max_len=max(args.lengths) + 8,
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            d_ff=4 * d_model,
+            dropout=0.0,
+            pad_id=0,
+        )
         model = GPT(config).to(device).eval()
         prompt = torch.randint(1, config.vocab_size, (args.batch, 8), device=device)
-        print(f"\n{name}: d_model={d_model}, n_heads={n_heads}, n_layers={n_layers}, "
-              f"{model.num_parameters():,} parameters")
+        print(
+            f"\n{name}: d_model={d_model}, n_heads={n_heads}, n_layers={n_layers}, "
+            f"{model.num_parameters():,} parameters"
+        )
         print(f"{'tokens':>7} {'cache tok/s':>12} {'no cache tok/s':>15} {'speed-up':>9}")
         time_generation(model, prompt, 8, True)  # warm-up
         for n in args.lengths:
             times: dict[bool, list[float]] = {True: [], False: []}
             for r in range(args.repeats):
                 outs = {}
-                for use_cache in ((True, False) if r % 2 == 0 else (False, True)):
+                for use_cache in (True, False) if r % 2 == 0 else (False, True):
                     seconds, outs[use_cache] = time_generation(model, prompt, n, use_cache)
                     times[use_cache].append(seconds)
                 assert torch.equal(outs[True], outs[False]), "the cache changed the tokens"
             with_cache, without = statistics.median(times[True]), statistics.median(times[False])
-            print(f"{n:>7} {args.batch * n / with_cache:>12.0f} {args.batch * n / without:>15.0f} "
-                  f"{without / with_cache:>8.1f}×")
+            print(
+                f"{n:>7} {args.batch * n / with_cache:>12.0f} {args.batch * n / without:>15.0f} "
+                f"{without / with_cache:>8.1f}×"
+            )
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ class TorchSeq2Seq(nn.Module):
         T = tgt.size(1)
         causal = torch.ones(T, T, dtype=torch.bool, device=tgt.device).triu(1)  # (T, T), True = blocked
         x = self.transformer(
-            self.src_embed(src), self.tgt_embed(tgt),
+            self.src_embed(src),
+            self.tgt_embed(tgt),
             tgt_mask=causal,
             src_key_padding_mask=src == self.pad_id,  # (B, S)
             tgt_key_padding_mask=tgt == self.pad_id,  # (B, T)
@@ -67,8 +68,13 @@ def _clone(module: nn.Module) -> nn.Module:
 
 CONFIGS = {
     # the course's number translator (notebook 07)
-    "small": dict(d_model=NUMBER_RECIPE.d_model, n_heads=NUMBER_RECIPE.n_heads, d_ff=NUMBER_RECIPE.d_ff,
-                  n_layers=NUMBER_RECIPE.n_layers, batch_size=NUMBER_RECIPE.batch_size),
+    "small": dict(
+        d_model=NUMBER_RECIPE.d_model,
+        n_heads=NUMBER_RECIPE.n_heads,
+        d_ff=NUMBER_RECIPE.d_ff,
+        n_layers=NUMBER_RECIPE.n_layers,
+        batch_size=NUMBER_RECIPE.batch_size,
+    ),
     # a larger model on the same data, where the matrix products dominate
     "medium": dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3, batch_size=64),
 }
@@ -77,8 +83,9 @@ CONFIGS = {
 def make_models(name: str, data: NumberTranslation, dropout: float) -> tuple[Transformer, TorchSeq2Seq, int]:
     c = dict(CONFIGS[name])
     batch_size = c.pop("batch_size")
-    config = TransformerConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
-                               dropout=dropout, max_len=64, **c)
+    config = TransformerConfig(
+        src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab), dropout=dropout, max_len=64, **c
+    )
     torch.manual_seed(0)
     ours = Transformer(config)
     theirs = TorchSeq2Seq(ours)
@@ -113,12 +120,12 @@ def bench(name: str, steps: int, warmup_steps: int, dropout: float) -> dict:
         def run():
             model.train()
             logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad,
-                                   label_smoothing=0.1)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad, label_smoothing=0.1)
             optims[model].zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optims[model].step()
+
         return run
 
     def infer_step(model, batch):
@@ -126,6 +133,7 @@ def bench(name: str, steps: int, warmup_steps: int, dropout: float) -> dict:
             model.eval()
             with torch.no_grad():
                 model(batch.src, batch.tgt_in)
+
         return run
 
     times = {(kind, who): {"wall": [], "cpu": []} for kind in ("train", "infer") for who in ("ours", "torch")}
@@ -141,9 +149,18 @@ def bench(name: str, steps: int, warmup_steps: int, dropout: float) -> dict:
                     times[(kind, who)]["cpu"].append(cpu)
     med = {k: {c: statistics.median(v[c]) * 1000 for c in v} for k, v in times.items()}
     params = ours.num_parameters()
-    return {"name": name, "params": params, "batch": batch_size, "diff": diff, "median_ms": med, "ratios": {
-        (kind, clock): med[(kind, "ours")][clock] / med[(kind, "torch")][clock]
-        for kind in ("train", "infer") for clock in ("wall", "cpu")}}
+    return {
+        "name": name,
+        "params": params,
+        "batch": batch_size,
+        "diff": diff,
+        "median_ms": med,
+        "ratios": {
+            (kind, clock): med[(kind, "ours")][clock] / med[(kind, "torch")][clock]
+            for kind in ("train", "infer")
+            for clock in ("wall", "cpu")
+        },
+    }
 
 
 def main() -> None:
@@ -156,8 +173,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} threads, {args.steps} timed steps, dropout {args.dropout}")
-    header = (f"{'config':<8} {'params':>9} {'batch':>5} | {'train ours':>10} {'torch':>8} {'ratio':>6} "
-              f"{'(cpu)':>6} | {'infer ours':>10} {'torch':>8} {'ratio':>6} {'(cpu)':>6}")
+    header = (
+        f"{'config':<8} {'params':>9} {'batch':>5} | {'train ours':>10} {'torch':>8} {'ratio':>6} "
+        f"{'(cpu)':>6} | {'infer ours':>10} {'torch':>8} {'ratio':>6} {'(cpu)':>6}"
+    )
     rows = []
     for name in args.configs:
         r = bench(name, args.steps, args.warmup, args.dropout)

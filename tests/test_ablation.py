@@ -57,8 +57,9 @@ def test_same_seed_same_loss_and_batches(task):
 def test_run_ablation_restores_threads_and_needs_seeds(task):
     corpus, next_batch, val = task
     before = torch.get_num_threads()
-    results = run_ablation(next_batch, val, len(corpus.vocab), corpus.vocab.pad_id, seeds=(0, 1),
-                           variants=VARIANTS[:2], setup=TINY)
+    results = run_ablation(
+        next_batch, val, len(corpus.vocab), corpus.vocab.pad_id, seeds=(0, 1), variants=VARIANTS[:2], setup=TINY
+    )
     assert torch.get_num_threads() == before
     assert list(results) == ["modern", "gpt"] and all(len(v) == 2 for v in results.values())
     with pytest.raises(ValueError):

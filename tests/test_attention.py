@@ -26,7 +26,6 @@ from minitransformer.reference import to_torch_mha, torch_mask
 PAD = 0
 
 
-
 def make_tokens(lengths: list[int], max_len: int, vocab: int = 9) -> torch.Tensor:
     """Right-padded token ids (B, max_len): each row has ``lengths[b]`` ids in 1..vocab-1."""
     tokens = torch.randint(1, vocab, (len(lengths), max_len))
@@ -72,9 +71,7 @@ def test_self_attention_matches_torch(kind):
     attn_mask = torch_mask(causal[0, 0]) if causal is not None else None
 
     out, w = ours(x, x, x, mask)
-    ref_out, ref_w = theirs(
-        x, x, x, key_padding_mask=key_padding, attn_mask=attn_mask, average_attn_weights=False
-    )
+    ref_out, ref_w = theirs(x, x, x, key_padding_mask=key_padding, attn_mask=attn_mask, average_attn_weights=False)
     assert w.shape == (B, H, T, T)
     assert_close(out, ref_out)
     assert_close(w, ref_w)
@@ -96,7 +93,10 @@ def test_cross_attention_with_different_lengths_matches_torch():
 
     out, w = ours(query, memory, memory, mask)
     ref_out, ref_w = theirs(
-        query, memory, memory, key_padding_mask=torch_mask(mask[:, 0, 0, :]),
+        query,
+        memory,
+        memory,
+        key_padding_mask=torch_mask(mask[:, 0, 0, :]),
         average_attn_weights=False,
     )
     assert out.shape == (B, T_, D) and w.shape == (B, H, T_, S_)
@@ -137,9 +137,7 @@ def test_float64_copy_agrees_to_rounding_error():
     x, memory = torch.randn(B, 5, D, dtype=torch.float64), torch.randn(B, 7, D, dtype=torch.float64)
     mask = padding_mask(make_tokens([7, 2, 5], 7), PAD)
     out, w = ours(x, memory, memory, mask)
-    ref_out, ref_w = theirs(
-        x, memory, memory, key_padding_mask=torch_mask(mask[:, 0, 0]), average_attn_weights=False
-    )
+    ref_out, ref_w = theirs(x, memory, memory, key_padding_mask=torch_mask(mask[:, 0, 0]), average_attn_weights=False)
     assert_close(out, ref_out, atol=1e-12, rtol=1e-12)
     assert_close(w, ref_w, atol=1e-12, rtol=1e-12)
 

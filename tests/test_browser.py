@@ -35,11 +35,25 @@ def browser(url: str, *args: str, rules: str = "MAP * ~NOTFOUND") -> subprocess.
     """Run headless Chromium on ``url`` with no network at all (``rules`` may let this machine through)."""
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-extensions",
-             f"--user-data-dir={profile}", f"--host-resolver-rules={rules}",
-             "--virtual-time-budget=10000", *args, url],
-            capture_output=True, text=True, timeout=120,
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--no-first-run",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-extensions",
+                f"--user-data-dir={profile}",
+                f"--host-resolver-rules={rules}",
+                "--virtual-time-budget=10000",
+                *args,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
 
 
@@ -56,8 +70,9 @@ def texts(document: str) -> list[str]:
 @pytest.fixture(scope="module")
 def maps():
     torch.manual_seed(0)
-    config = TransformerConfig(src_vocab_size=12, tgt_vocab_size=12, d_model=16, n_heads=H, d_ff=32,
-                               n_layers=L, dropout=0.0)
+    config = TransformerConfig(
+        src_vocab_size=12, tgt_vocab_size=12, d_model=16, n_heads=H, d_ff=32, n_layers=L, dropout=0.0
+    )
     model = Transformer(config)
     src = torch.tensor([[4, 5, 6, 7, 0]])  # one padding token at the end
     tgt = torch.tensor([[1, 8, 9]])
@@ -98,8 +113,8 @@ def test_model_view_draws_offline(maps, tmp_path):
     # one thumbnail per layer and head, each with a line per (query, key) pair
     assert document.count("<line") == L * H * len(SRC) * len(SRC)
     labels = texts(document)  # the words appear on hover; the grid is labelled
-    assert labels[:H + 1] == ["Heads"] + [str(h) for h in range(H)]
-    assert labels[H + 1:] == ["Layers"] + [str(layer) for layer in range(L)]
+    assert labels[: H + 1] == ["Heads"] + [str(h) for h in range(H)]
+    assert labels[H + 1 :] == ["Layers"] + [str(layer) for layer in range(L)]
 
 
 def test_views_draw_where_the_page_already_has_require_js(maps, tmp_path):
@@ -107,8 +122,10 @@ def test_views_draw_where_the_page_already_has_require_js(maps, tmp_path):
     the libraries cell ran twice: every view still draws."""
     files = heads.script_files()
     scripts = f"<script>{heads.offline_scripts().data}</script>"
-    views = [heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
-             heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data]
+    views = [
+        heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
+        heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
+    ]
     page = tmp_path / "deck-like.html"
     page.write_text(
         f'<!DOCTYPE html><html><head><script src="{files["jquery"].as_uri()}"></script>'
@@ -164,18 +181,38 @@ def jupyterlab_dom(tmp: Path, notebook: Path, app_settings: Path, pages=("lab/tr
     root.mkdir(parents=True)
     shutil.copyfile(notebook, root / notebook.name)
     env = dict(os.environ)
-    for var, sub in [("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_RUNTIME_DIR", "run"),
-                     ("JUPYTERLAB_SETTINGS_DIR", "user-settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:
+    for var, sub in [
+        ("JUPYTER_CONFIG_DIR", "config"),
+        ("JUPYTER_DATA_DIR", "data"),
+        ("JUPYTER_RUNTIME_DIR", "run"),
+        ("JUPYTERLAB_SETTINGS_DIR", "user-settings"),
+        ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+    ]:
         env[var] = str(tmp / sub)
     # Trusted, as a notebook is once its cells have run: JupyterLab runs the stored scripts.
-    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(root / notebook.name)], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "trust", str(root / notebook.name)], env=env, check=True, capture_output=True
+    )
     port = free_port()
+    log = (tmp / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-         "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-         f"--LabApp.app_settings_dir={app_settings}", *(["--allow-root"] if os.geteuid() == 0 else [])],
-        env=env, stdout=subprocess.DEVNULL, stderr=(tmp / "server.log").open("w"),
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            f"--port={port}",
+            "--ServerApp.ip=127.0.0.1",
+            "--ServerApp.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root}",
+            f"--LabApp.app_settings_dir={app_settings}",
+            *(["--allow-root"] if os.geteuid() == 0 else []),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
     )
     try:
         for _ in range(120):
@@ -186,22 +223,32 @@ def jupyterlab_dom(tmp: Path, notebook: Path, app_settings: Path, pages=("lab/tr
                 time.sleep(0.5)
         doms = []
         for page in pages:
-            result = browser(f"http://127.0.0.1:{port}/{page}/{notebook.name}", "--dump-dom",
-                             "--window-size=1280,720", "--virtual-time-budget=30000",
-                             rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")  # only the JupyterLab server
-            assert result.returncode == 0 and result.stdout, (result.stderr[-2000:], (tmp / "server.log").read_text()[-3000:])
+            result = browser(
+                f"http://127.0.0.1:{port}/{page}/{notebook.name}",
+                "--dump-dom",
+                "--window-size=1280,720",
+                "--virtual-time-budget=30000",
+                rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            )  # only the JupyterLab server
+            assert result.returncode == 0 and result.stdout, (
+                result.stderr[-2000:],
+                (tmp / "server.log").read_text()[-3000:],
+            )
             doms.append(result.stdout)
         return doms
     finally:
         server.terminate()
         server.wait(timeout=30)
+        log.close()
 
 
 def bertviz_views(document: str) -> tuple[int, int]:
     """How many bertviz views the page has, and how many of them drew."""
     starts = [m.start() for m in re.finditer(r'<div id="bertviz-', document)] + [len(document)]
-    drawn = sum("<svg" in document[a:b] and ("<line" in document[a:b] or "<rect" in document[a:b])
-                for a, b in zip(starts, starts[1:]))
+    drawn = sum(
+        "<svg" in document[a:b] and ("<line" in document[a:b] or "<rect" in document[a:b])
+        for a, b in zip(starts, starts[1:])
+    )
     return len(starts) - 1, drawn
 
 

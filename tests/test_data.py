@@ -129,8 +129,11 @@ def _num2words_corrected(n: int, lang: str) -> str:
 
 def _sample() -> list[int]:
     rng = random.Random(1)
-    return sorted(set(range(2000)) | {k * 1000 + r for k in range(1000) for r in (0, 1, 21)}
-                  | {rng.randrange(MAX_NUMBER) for _ in range(4000)})
+    return sorted(
+        set(range(2000))
+        | {k * 1000 + r for k in range(1000) for r in (0, 1, 21)}
+        | {rng.randrange(MAX_NUMBER) for _ in range(4000)}
+    )
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -217,8 +220,16 @@ def test_batch_masks_match_the_model():
 def test_padding_does_not_change_the_model_output():
     data = NumberTranslation(0)
     torch.manual_seed(0)
-    config = TransformerConfig(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
-                               d_model=32, n_heads=4, d_ff=64, n_layers=2, dropout=0.0, max_len=64)
+    config = TransformerConfig(
+        src_vocab_size=len(data.src_vocab),
+        tgt_vocab_size=len(data.tgt_vocab),
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        n_layers=2,
+        dropout=0.0,
+        max_len=64,
+    )
     model = Transformer(config).eval()
     numbers = [5, 777_777, 21_000]
     batch = data.batch(numbers)

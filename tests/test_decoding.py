@@ -25,8 +25,9 @@ BOS, EOS, PAD = 1, 2, 0
 
 def random_model(seed: int, V: int = 12, d_model: int = 32) -> Transformer:
     torch.manual_seed(seed)
-    config = TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, d_model=d_model, n_heads=4, d_ff=64,
-                               n_layers=2, dropout=0.1, max_len=40)
+    config = TransformerConfig(
+        src_vocab_size=V, tgt_vocab_size=V, d_model=d_model, n_heads=4, d_ff=64, n_layers=2, dropout=0.1, max_len=40
+    )
     model = Transformer(config)
     with torch.no_grad():  # sharper distributions than the initialisation gives: more varied searches
         model.generator.weight.mul_(4.0)
@@ -48,7 +49,7 @@ def test_greedy_scores_are_the_model_scores(seed):
     torch.testing.assert_close(out.scores, sequence_log_prob(model, src, out.tokens, BOS), rtol=0, atol=1e-4)
     for row in out.tokens.tolist():  # after <eos> only padding
         if EOS in row:
-            assert all(t == PAD for t in row[row.index(EOS) + 1:])
+            assert all(t == PAD for t in row[row.index(EOS) + 1 :])
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -73,7 +74,7 @@ def test_beam_size_one_equals_greedy(seed):
     greedy = greedy_decode(model, src, BOS, EOS, max_len=12)
     beam = beam_search(model, src, BOS, EOS, beam_size=1, max_len=12, keep_greedy=False)
     assert torch.equal(beam.tokens, greedy.tokens[:, : beam.tokens.size(1)])
-    assert (greedy.tokens[:, beam.tokens.size(1):] == PAD).all()
+    assert (greedy.tokens[:, beam.tokens.size(1) :] == PAD).all()
     torch.testing.assert_close(beam.scores, greedy.scores, rtol=0, atol=1e-5)
 
 

@@ -37,6 +37,7 @@ def unfinished(*args):
 
 # --------------------------------------------------------------------------- softmax
 
+
 def softmax_right(x):
     e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
     return e / e.sum(dim=-1, keepdim=True)
@@ -112,15 +113,27 @@ def test_unfinished_and_crashing_code(lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("tool", [
-    lambda x: torch.softmax(x, dim=-1),
-    lambda x: x.softmax(-1),
-    lambda x: torch.nn.functional.softmax(x, dim=-1),
-    lambda x: torch.nn.Softmax(dim=-1)(x),
-    lambda x: torch.special.softmax(x, -1),
-    lambda x: torch.log_softmax(x, -1).exp(),
-    lambda x: torch.nn.functional.log_softmax(x, dim=-1).exp(),
-], ids=["torch.softmax", "Tensor.softmax", "F.softmax", "nn.Softmax", "special.softmax", "log_softmax", "F.log_softmax"])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        lambda x: torch.softmax(x, dim=-1),
+        lambda x: x.softmax(-1),
+        lambda x: torch.nn.functional.softmax(x, dim=-1),
+        lambda x: torch.nn.Softmax(dim=-1)(x),
+        lambda x: torch.special.softmax(x, -1),
+        lambda x: torch.log_softmax(x, -1).exp(),
+        lambda x: torch.nn.functional.log_softmax(x, dim=-1).exp(),
+    ],
+    ids=[
+        "torch.softmax",
+        "Tensor.softmax",
+        "F.softmax",
+        "nn.Softmax",
+        "special.softmax",
+        "log_softmax",
+        "F.log_softmax",
+    ],
+)
 def test_softmax_forbids_pytorchs_softmax(tool, lang):
     fb = check_softmax(tool, lang=lang)
     assert not fb.ok
@@ -129,6 +142,7 @@ def test_softmax_forbids_pytorchs_softmax(tool, lang):
 
 
 # --------------------------------------------------------------------------- attention weights
+
 
 def weights_with(scale=None, dim=-1, transpose=False):
     def weights(q, k):
@@ -139,6 +153,7 @@ def weights_with(scale=None, dim=-1, transpose=False):
             s = s / q.size(-1)
         w = torch.softmax(s, dim=dim)
         return w.transpose(-2, -1) if transpose else w
+
     return weights
 
 
@@ -177,6 +192,7 @@ def test_attention_weights_checker(lang):
 
 # --------------------------------------------------------------------------- self-attention
 
+
 def self_attention_with(scale="d_k", values="V", dim=-1, project=True, swap=False, weights_only=False):
     def self_attention(x, W_q, W_k, W_v):
         if swap:
@@ -194,6 +210,7 @@ def self_attention_with(scale="d_k", values="V", dim=-1, project=True, swap=Fals
             s = s / math.sqrt(W_v.shape[1])
         w = torch.softmax(s, dim=dim)
         return w if weights_only else w @ V
+
     return self_attention
 
 
@@ -224,6 +241,7 @@ def test_self_attention_checker(lang):
 
 # --------------------------------------------------------------------------- split heads
 
+
 def split_right(x, n_heads):
     B, T, D = x.shape
     return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)
@@ -247,7 +265,9 @@ def split_interleaved(x, n_heads):
 @pytest.mark.parametrize("lang", LANGS)
 def test_split_heads_checker(lang):
     assert_correct(check_split_heads(split_right, lang=lang), lang)
-    assert_correct(check_split_heads(lambda x, h: torch.einsum("bthd->bhtd", x.unflatten(-1, (h, -1))), lang=lang), lang)
+    assert_correct(
+        check_split_heads(lambda x, h: torch.einsum("bthd->bhtd", x.unflatten(-1, (h, -1))), lang=lang), lang
+    )
     assert_hint(check_split_heads(split_no_transpose, lang=lang), lang, "heads_no_transpose")
     assert_hint(check_split_heads(split_direct_view, lang=lang), lang, "heads_direct_view")
     assert_hint(check_split_heads(split_interleaved, lang=lang), lang, "heads_interleaved")
@@ -255,8 +275,8 @@ def test_split_heads_checker(lang):
 
 # --------------------------------------------------------------------------- masked attention
 
-def masked_with(scale="d_head", invert=False, use_mask=True, fill=float("-inf"), guard=True, dim=-1,
-                output_factor=1.0):
+
+def masked_with(scale="d_head", invert=False, use_mask=True, fill=float("-inf"), guard=True, dim=-1, output_factor=1.0):
     def masked_attention(q, k, v, mask):
         d = q.size(-1) if scale == "d_head" else q.size(-1) * q.size(1) if scale == "d_model" else 1
         s = torch.einsum("bhtd,bhsd->bhts", q, k) / math.sqrt(d)
@@ -267,6 +287,7 @@ def masked_with(scale="d_head", invert=False, use_mask=True, fill=float("-inf"),
         if guard:
             w = w.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
         return output_factor * (w @ v), w
+
     return masked_attention
 
 
@@ -298,6 +319,7 @@ def test_masked_attention_accepts_the_package():
 
 
 # --------------------------------------------------------------------------- decoder mask
+
 
 def decoder_right(tokens, pad_id):
     T = tokens.size(1)
@@ -358,8 +380,9 @@ def test_decoder_mask_checker(lang):
         "mask_no_diagonal": lambda t, p: decoder_tri(t, p, lambda o: o.tril(-1)),
         "mask_sees_next": lambda t, p: decoder_tri(t, p, lambda o: o.tril(1)),
     }
-    assert_hint(check_decoder_mask(lambda t, p: decoder_tri(t, p, lambda o: ~o.triu()), lang=lang), lang,
-                "mask_no_diagonal")
+    assert_hint(
+        check_decoder_mask(lambda t, p: decoder_tri(t, p, lambda o: ~o.triu()), lang=lang), lang, "mask_no_diagonal"
+    )
     for key, fn in cases.items():
         assert_hint(check_decoder_mask(fn, lang=lang), lang, key)
 

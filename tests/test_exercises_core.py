@@ -116,8 +116,9 @@ def test_an_error_shows_the_failing_line_and_what_it_means(lang):
     line = _shape_error.__code__.co_firstlineno + 2
     assert f"{'línea' if lang == 'es' else 'line'} {line}" in fb.message
     assert "return doubled @ torch.ones(2, 2)" in fb.message
-    assert ("las formas de los tensores no encajan" if lang == "es" else "the shapes of the tensors do not fit") \
-        in fb.message.lower()
+    assert (
+        "las formas de los tensores no encajan" if lang == "es" else "the shapes of the tensors do not fit"
+    ) in fb.message.lower()
     assert "RuntimeError" in fb.message
 
 

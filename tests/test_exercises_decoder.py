@@ -20,14 +20,25 @@ def stub(*args):
 
 # ---- decoder layer -----------------------------------------------------------------------------
 
+
 def layer_right(layer, x, memory, tgt_mask, memory_mask):
     x = layer.norm1(x + layer.self_attn(x, x, x, tgt_mask)[0])
     x = layer.norm2(x + layer.cross_attn(x, memory, memory, memory_mask)[0])
     return layer.norm3(x + layer.feed_forward(x))
 
 
-def _post(layer, x, memory, tgt_mask, memory_mask, kv_from_x=False, query_from_input=False, self_mask=True,
-          same_norm=False, cross_mask=True):
+def _post(
+    layer,
+    x,
+    memory,
+    tgt_mask,
+    memory_mask,
+    kv_from_x=False,
+    query_from_input=False,
+    self_mask=True,
+    same_norm=False,
+    cross_mask=True,
+):
     n1, n2, n3 = (layer.norm1,) * 3 if same_norm else (layer.norm1, layer.norm2, layer.norm3)
     x1 = n1(x + layer.self_attn(x, x, x, tgt_mask if self_mask else None)[0])
     q = x if query_from_input else x1
@@ -70,13 +81,19 @@ LAYER_MISTAKES = {
     "no cross-attention": (layer_no_cross, {"es": "falta la atención cruzada", "en": "cross-attention is missing"}),
     "no last LayerNorm": (layer_no_last_norm, {"es": "norm3", "en": "norm3"}),
     "returns the package's tuple": (lambda layer, *a: layer(*a), {"es": "tupla", "en": "tuple"}),
-    "attention tuple added": (lambda layer, x, *a: x + layer.self_attn(x, x, x)
-                              , {"es": "TypeError", "en": "TypeError"}),
+    "attention tuple added": (
+        lambda layer, x, *a: x + layer.self_attn(x, x, x),
+        {"es": "TypeError", "en": "TypeError"},
+    ),
     "wrong shape": (lambda *a: layer_right(*a)[:, :-1], {"es": "forma", "en": "shape"}),
-    "no memory mask": (lambda *a: _post(*a, cross_mask=False), {"es": "necesita `memory_mask`",
-                                                                "en": "needs `memory_mask`"}),
-    "no masks at all": (lambda *a: _post(*a, self_mask=False, cross_mask=False),
-                        {"es": "ninguna de las dos atenciones", "en": "neither attention"}),
+    "no memory mask": (
+        lambda *a: _post(*a, cross_mask=False),
+        {"es": "necesita `memory_mask`", "en": "needs `memory_mask`"},
+    ),
+    "no masks at all": (
+        lambda *a: _post(*a, self_mask=False, cross_mask=False),
+        {"es": "ninguna de las dos atenciones", "en": "neither attention"},
+    ),
     "something else": (lambda layer, x, *a: x * 2, {"es": "tres subcapas", "en": "three sublayers"}),
 }
 
@@ -100,11 +117,13 @@ def test_decoder_layer_leaves_the_global_random_stream_alone():
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_decoder_layer_unfinished(lang):
-    assert_rejected(check_decoder_layer(stub, lang=lang), lang,
-                    {"es": "NotImplementedError", "en": "NotImplementedError"})
+    assert_rejected(
+        check_decoder_layer(stub, lang=lang), lang, {"es": "NotImplementedError", "en": "NotImplementedError"}
+    )
 
 
 # ---- shift right -------------------------------------------------------------------------------
+
 
 def shift_right(y, bos_id):
     return torch.cat([torch.full((y.size(0), 1), bos_id, dtype=y.dtype), y[:, :-1]], dim=1)
@@ -118,13 +137,19 @@ def shift_in_place(y, bos_id):
 
 SHIFT_MISTAKES = {
     "keeps the last token": (
-        lambda y, b: torch.cat([torch.full((y.size(0), 1), b, dtype=y.dtype), y], dim=1), {"es": "y[:, :-1]", "en": "y[:, :-1]"}),
+        lambda y, b: torch.cat([torch.full((y.size(0), 1), b, dtype=y.dtype), y], dim=1),
+        {"es": "y[:, :-1]", "en": "y[:, :-1]"},
+    ),
     "unshifted": (lambda y, b: y.clone(), {"es": "sin desplazar", "en": "unshifted"}),
     "torch.roll": (lambda y, b: torch.roll(y, 1, dims=1), {"es": "torch.roll", "en": "torch.roll"}),
     "shifted left": (
-        lambda y, b: torch.cat([y[:, 1:], torch.full((y.size(0), 1), b, dtype=y.dtype)], dim=1), {"es": "izquierda", "en": "left"}),
+        lambda y, b: torch.cat([y[:, 1:], torch.full((y.size(0), 1), b, dtype=y.dtype)], dim=1),
+        {"es": "izquierda", "en": "left"},
+    ),
     "hard-coded bos 1": (
-        lambda y, b: torch.cat([torch.full((y.size(0), 1), 1, dtype=y.dtype), y[:, :-1]], dim=1), {"es": "bos_id", "en": "bos_id"}),
+        lambda y, b: torch.cat([torch.full((y.size(0), 1), 1, dtype=y.dtype), y[:, :-1]], dim=1),
+        {"es": "bos_id", "en": "bos_id"},
+    ),
     "float ids": (lambda y, b: shift_right(y, b).float(), {"es": "enteros", "en": "integers"}),
     "modifies y": (shift_in_place, {"es": "modifica `y`", "en": "modifies `y`"}),
     "wrong length": (lambda y, b: y[:, :-1], {"es": "misma forma", "en": "same shape"}),
@@ -150,6 +175,7 @@ def test_shift_right_reports_crash_and_missing_return(lang):
 
 # ---- cross-attention ---------------------------------------------------------------------------
 
+
 def cross_right(x, memory, src, pad_id):
     keys = (src != pad_id)[:, None, :]  # (B, 1, S)
     scores = x @ memory.transpose(1, 2) / math.sqrt(x.size(-1))  # (B, T, S)
@@ -171,29 +197,57 @@ def _finish(weights, memory):
 
 
 CROSS_MISTAKES = {
-    "roles swapped": (lambda x, m, s, p: _finish_swapped(x, m),
-                      {"es": "cambiado los papeles", "en": "swapped the roles"}),
-    "no mask": (lambda x, m, s, p: _finish(torch.softmax(_scores(x, m), dim=-1), m), {"es": "falta la máscara", "en": "mask is missing"}),
-    "causal mask": (lambda x, m, s, p: _finish(_masked(_scores(x, m), (s != p)[:, None, :]
-                                                       & torch.ones(x.size(1), m.size(1), dtype=torch.bool).tril()), m),
-                    {"es": "causal", "en": "causal"}),
-    "no scaling": (lambda x, m, s, p: _finish(_masked(_scores(x, m, False), (s != p)[:, None, :]), m), {"es": "√D", "en": "√D"}),
-    "scaled by D": (lambda x, m, s, p: _finish(_masked(_scores(x, m, False) / x.size(-1), (s != p)[:, None, :]), m),
-                    {"es": "no por D", "en": "not by D"}),
-    "fill with 0": (lambda x, m, s, p: _finish(torch.softmax(_scores(x, m).masked_fill(~(s != p)[:, None, :], 0.0), dim=-1), m),
-                    {"es": "-inf", "en": "-inf"}),
-    "softmax over queries": (lambda x, m, s, p: _finish(_masked(_scores(x, m), (s != p)[:, None, :], dim=-2), m),
-                             {"es": "claves", "en": "keys"}),
-    "hard-coded pad 0": (lambda x, m, s, p: _finish(_masked(_scores(x, m), (s != 0)[:, None, :]), m),
-                         {"es": "pad_id", "en": "pad_id"}),
-    "values from x": (lambda x, m, s, p: (x, cross_right(x, m, s, p)[1]), {"es": "los valores son también la memoria",
-                                                                          "en": "the values are the memory too"}),
-    "swapped outputs": (lambda x, m, s, p: cross_right(x, m, s, p)[::-1], {"es": "`(weights, out)`",
-                                                                          "en": "`(weights, out)`"}),
-    "only the weights": (lambda x, m, s, p: cross_right(x, m, s, p)[1], {"es": "return out, weights", "en": "return out, weights"}),
+    "roles swapped": (
+        lambda x, m, s, p: _finish_swapped(x, m),
+        {"es": "cambiado los papeles", "en": "swapped the roles"},
+    ),
+    "no mask": (
+        lambda x, m, s, p: _finish(torch.softmax(_scores(x, m), dim=-1), m),
+        {"es": "falta la máscara", "en": "mask is missing"},
+    ),
+    "causal mask": (
+        lambda x, m, s, p: _finish(
+            _masked(_scores(x, m), (s != p)[:, None, :] & torch.ones(x.size(1), m.size(1), dtype=torch.bool).tril()), m
+        ),
+        {"es": "causal", "en": "causal"},
+    ),
+    "no scaling": (
+        lambda x, m, s, p: _finish(_masked(_scores(x, m, False), (s != p)[:, None, :]), m),
+        {"es": "√D", "en": "√D"},
+    ),
+    "scaled by D": (
+        lambda x, m, s, p: _finish(_masked(_scores(x, m, False) / x.size(-1), (s != p)[:, None, :]), m),
+        {"es": "no por D", "en": "not by D"},
+    ),
+    "fill with 0": (
+        lambda x, m, s, p: _finish(torch.softmax(_scores(x, m).masked_fill(~(s != p)[:, None, :], 0.0), dim=-1), m),
+        {"es": "-inf", "en": "-inf"},
+    ),
+    "softmax over queries": (
+        lambda x, m, s, p: _finish(_masked(_scores(x, m), (s != p)[:, None, :], dim=-2), m),
+        {"es": "claves", "en": "keys"},
+    ),
+    "hard-coded pad 0": (
+        lambda x, m, s, p: _finish(_masked(_scores(x, m), (s != 0)[:, None, :]), m),
+        {"es": "pad_id", "en": "pad_id"},
+    ),
+    "values from x": (
+        lambda x, m, s, p: (x, cross_right(x, m, s, p)[1]),
+        {"es": "los valores son también la memoria", "en": "the values are the memory too"},
+    ),
+    "swapped outputs": (
+        lambda x, m, s, p: cross_right(x, m, s, p)[::-1],
+        {"es": "`(weights, out)`", "en": "`(weights, out)`"},
+    ),
+    "only the weights": (
+        lambda x, m, s, p: cross_right(x, m, s, p)[1],
+        {"es": "return out, weights", "en": "return out, weights"},
+    ),
     "wrong weights shape": (lambda x, m, s, p: (x, cross_right(x, m, s, p)[1][:, :1]), {"es": "forma", "en": "shape"}),
-    "something else": (lambda x, m, s, p: _finish(torch.full((x.size(0), x.size(1), m.size(1)), 1.0 / m.size(1)), m),
-                       {"es": "softmax(x · memoryᵀ / √D)", "en": "softmax(x · memoryᵀ / √D)"}),
+    "something else": (
+        lambda x, m, s, p: _finish(torch.full((x.size(0), x.size(1), m.size(1)), 1.0 / m.size(1)), m),
+        {"es": "softmax(x · memoryᵀ / √D)", "en": "softmax(x · memoryᵀ / √D)"},
+    ),
 }
 
 
@@ -218,15 +272,19 @@ def test_cross_attention_accepts_the_package():
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_cross_attention_unfinished(lang):
-    assert_rejected(check_cross_attention(stub, lang=lang), lang,
-                    {"es": "NotImplementedError", "en": "NotImplementedError"})
+    assert_rejected(
+        check_cross_attention(stub, lang=lang), lang, {"es": "NotImplementedError", "en": "NotImplementedError"}
+    )
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,fn,hint", [
-    *bank(check_decoder_layer, LAYER_MISTAKES),
-    *bank(check_shift_right, SHIFT_MISTAKES),
-    *bank(check_cross_attention, CROSS_MISTAKES),
-])
+@pytest.mark.parametrize(
+    "check,fn,hint",
+    [
+        *bank(check_decoder_layer, LAYER_MISTAKES),
+        *bank(check_shift_right, SHIFT_MISTAKES),
+        *bank(check_cross_attention, CROSS_MISTAKES),
+    ],
+)
 def test_wrong_answers_are_named_in_both_languages(check, fn, hint, lang):
     assert_bank(check, fn, hint, lang)

@@ -44,22 +44,23 @@ def test_stubs_are_not_yet(lang):
 
 # --- top-k: realistic wrong answers -------------------------------------------------------
 
+
 def top_k_softmax(z, k):
     return torch.softmax(solution_my_top_k(z, k), -1)
 
 
 def top_k_zeros(z, k):
-    kth = z.sort(dim=-1, descending=True).values[..., k - 1:k]
+    kth = z.sort(dim=-1, descending=True).values[..., k - 1 : k]
     return z.masked_fill(z < kth, 0.0)
 
 
 def top_k_off_by_one(z, k):
-    kth = z.sort(dim=-1, descending=True).values[..., k:k + 1] if k < z.size(-1) else z.min(-1, keepdim=True).values
+    kth = z.sort(dim=-1, descending=True).values[..., k : k + 1] if k < z.size(-1) else z.min(-1, keepdim=True).values
     return z.masked_fill(z < kth, INF)
 
 
 def top_k_smallest(z, k):
-    kth = z.sort(dim=-1).values[..., k - 1:k]
+    kth = z.sort(dim=-1).values[..., k - 1 : k]
     return z.masked_fill(z > kth, INF)
 
 
@@ -108,6 +109,7 @@ def test_top_k_rejects_wrong_answers(lang, answer, hint):
 
 
 # --- top-p: realistic wrong answers -------------------------------------------------------
+
 
 def _sorted(z):
     probs = torch.softmax(z, -1)
@@ -193,6 +195,7 @@ def test_top_p_rejects_wrong_answers(lang, answer, hint):
 
 # --- cached attention: realistic wrong answers --------------------------------------------
 
+
 def _causal(T, L):
     return torch.ones(T, L, dtype=torch.bool).tril(diagonal=L - T)
 
@@ -235,6 +238,7 @@ def attention_scaled(scale_of):
         K, V = torch.cat([kc, k], 2), torch.cat([vc, v], 2)
         scores = (q @ K.transpose(-2, -1) / scale_of(q, K)).masked_fill(~_causal(q.size(2), K.size(2)), INF)
         return torch.softmax(scores, -1) @ V, K, V
+
     return answer
 
 
@@ -275,9 +279,21 @@ def test_cached_attention_rejects_wrong_answers(lang, answer, hint):
 
 # --- junk never crashes ---------------------------------------------------------------------
 
-JUNK = [None, "text", {"a": 1}, [], (), 3, float("nan"), torch.tensor([]), torch.tensor(float("nan")),
-        torch.zeros(2, 2, dtype=torch.complex64), torch.zeros(3, 11, dtype=torch.long), (None, None, None),
-        (torch.zeros(1), torch.zeros(1), torch.zeros(1))]
+JUNK = [
+    None,
+    "text",
+    {"a": 1},
+    [],
+    (),
+    3,
+    float("nan"),
+    torch.tensor([]),
+    torch.tensor(float("nan")),
+    torch.zeros(2, 2, dtype=torch.complex64),
+    torch.zeros(3, 11, dtype=torch.long),
+    (None, None, None),
+    (torch.zeros(1), torch.zeros(1), torch.zeros(1)),
+]
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -299,6 +315,8 @@ def test_junk_never_crashes(lang, check):
 def test_nan_outputs_are_named(lang):
     fb = check_top_k(lambda z, k: torch.full_like(z, float("nan")), lang=lang)
     assert not fb and "NaN" in fb.message
-    fb = check_cached_attention(lambda q, k, v, kc, vc: (torch.full_like(q, float("nan")),) + solution_my_cached_attention(q, k, v, kc, vc)[1:],
-                                lang=lang)
+    fb = check_cached_attention(
+        lambda q, k, v, kc, vc: (torch.full_like(q, float("nan")),) + solution_my_cached_attention(q, k, v, kc, vc)[1:],
+        lang=lang,
+    )
     assert not fb and "NaN" in fb.message

@@ -20,15 +20,21 @@ def head_right(maps, query, key):
 
 
 HEAD_MISTAKES = {
-    "float tensor": (lambda m, q, k: torch.tensor(head_right(m, q, k), dtype=torch.float32),
-                     {"es": "índices enteros, no float32", "en": "integer indices, not float32"}),
-    "floats": (lambda m, q, k: tuple(float(i) for i in head_right(m, q, k)),
-               {"es": "no decimales", "en": "not floats"}),
+    "float tensor": (
+        lambda m, q, k: torch.tensor(head_right(m, q, k), dtype=torch.float32),
+        {"es": "índices enteros, no float32", "en": "integer indices, not float32"},
+    ),
+    "floats": (
+        lambda m, q, k: tuple(float(i) for i in head_right(m, q, k)),
+        {"es": "no decimales", "en": "not floats"},
+    ),
     "(head, layer)": (lambda m, q, k: head_right(m, q, k)[::-1], {"es": "(cabeza, capa)", "en": "(head, layer)"}),
     "key to query": (lambda m, q, k: head_right(m, k, q), {"es": "clave hacia la consulta", "en": "key to the query"}),
     "flat index": (lambda m, q, k: int(torch.stack(m)[:, 0, :, q, k].argmax()), {"es": "divmod", "en": "divmod"}),
-    "weakest head": (lambda m, q, k: divmod(int(torch.stack(m)[:, 0, :, q, k].argmin()), m[0].size(1)),
-                     {"es": "otra cabeza da más peso", "en": "another head gives more weight"}),
+    "weakest head": (
+        lambda m, q, k: divmod(int(torch.stack(m)[:, 0, :, q, k].argmin()), m[0].size(1)),
+        {"es": "otra cabeza da más peso", "en": "another head gives more weight"},
+    ),
     "a string": (lambda m, q, k: "layer 0", {"es": "de enteros", "en": "of integers"}),
 }
 
@@ -52,22 +58,30 @@ def row_right(q, k):
 
 ROW_MISTAKES = {
     "no scale": (lambda q, k: torch.softmax(k @ q, -1), {"es": "√d_head", "en": "√d_head"}),
-    "scale by S": (lambda q, k: torch.softmax(k @ q / math.sqrt(k.size(0)), -1),
-                   {"es": "suman 1 pero no coinciden", "en": "add up to 1 but do not match"}),
-    "scores": (lambda q, k: k @ q / math.sqrt(q.size(0)),
-               {"es": "esas son las puntuaciones", "en": "those are the scores"}),
+    "scale by S": (
+        lambda q, k: torch.softmax(k @ q / math.sqrt(k.size(0)), -1),
+        {"es": "suman 1 pero no coinciden", "en": "add up to 1 but do not match"},
+    ),
+    "scores": (
+        lambda q, k: k @ q / math.sqrt(q.size(0)),
+        {"es": "esas son las puntuaciones", "en": "those are the scores"},
+    ),
     "list": (lambda q, k: row_right(q, k).tolist(), {"es": "no list", "en": "not list"}),
-    "q @ k": (lambda q, k: torch.softmax(q @ k / math.sqrt(q.size(0)), -1),
-              {"es": "RuntimeError", "en": "RuntimeError"}),
-    "integers": (lambda q, k: (k @ q).argmax().expand(k.size(0)),
-                 {"es": "deben sumar 1", "en": "must add up to 1"}),
+    "q @ k": (
+        lambda q, k: torch.softmax(q @ k / math.sqrt(q.size(0)), -1),
+        {"es": "RuntimeError", "en": "RuntimeError"},
+    ),
+    "integers": (lambda q, k: (k @ q).argmax().expand(k.size(0)), {"es": "deben sumar 1", "en": "must add up to 1"}),
 }
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,fn,hint", [
-    *bank(check_strongest_head, HEAD_MISTAKES),
-    *bank(check_attention_row, ROW_MISTAKES),
-])
+@pytest.mark.parametrize(
+    "check,fn,hint",
+    [
+        *bank(check_strongest_head, HEAD_MISTAKES),
+        *bank(check_attention_row, ROW_MISTAKES),
+    ],
+)
 def test_wrong_answers_are_named_in_both_languages(check, fn, hint, lang):
     assert_bank(check, fn, hint, lang)

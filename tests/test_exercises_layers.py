@@ -10,6 +10,7 @@ from minitransformer.exercises.layers import check_layer_norm, check_post_ln_sub
 
 # --- layer norm -------------------------------------------------------------------------
 
+
 def ln_right(x, gamma, beta, eps):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
@@ -85,8 +86,11 @@ def test_layer_norm_accepts_right_answers(lang):
         (ln_functional, "not to use `F.layer_norm`", "no usar `F.layer_norm`"),
         (ln_module, "not to use `nn.LayerNorm.forward`", "no usar `nn.LayerNorm.forward`"),
         (lambda x, g, b, eps: torch.layer_norm(x, x.shape[-1:], g, b, eps), "not to use", "no usar"),
-        (lambda x, g, b, eps: (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * g + b, "does not match",
-         "no coincide"),
+        (
+            lambda x, g, b, eps: (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * g + b,
+            "does not match",
+            "no coincide",
+        ),
         (lambda x, g, b, eps: ln_right(x, g, b, eps).tolist(), "not list", "no list"),
     ],
 )
@@ -99,6 +103,7 @@ def test_layer_norm_rejects_typical_mistakes(answer, hint_en, hint_es):
 
 
 # --- post-LN residual sublayer -------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "answer,hint_en,hint_es",
@@ -125,6 +130,7 @@ def test_post_ln_accepts_right_answer():
 
 
 # --- RMSNorm --------------------------------------------------------------------------------
+
 
 def rms_right(x, gamma, eps):
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * gamma

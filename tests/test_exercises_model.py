@@ -27,6 +27,7 @@ def test_unfinished_stub_is_reported(check, lang):
 
 # ---- exercise 1: scaled embeddings ------------------------------------------------------------------
 
+
 def embed_right(tokens, table, pe):
     return table[tokens] * math.sqrt(table.size(1)) + pe[: tokens.size(1)]
 
@@ -44,11 +45,16 @@ EMBED_MISTAKES = {
     "no scale": (lambda t, w, pe: w[t] + pe[: t.size(1)], {"es": "√D", "en": "√D"}),
     "scaled by D": (lambda t, w, pe: w[t] * w.size(1) + pe[: t.size(1)], {"es": "no D", "en": "not D"}),
     "divided": (lambda t, w, pe: w[t] / _sqrt_d(w) + pe[: t.size(1)], {"es": "no dividir", "en": "do not divide"}),
-    "PE scaled too": (lambda t, w, pe: (w[t] + pe[: t.size(1)]) * _sqrt_d(w),
-                      {"es": "no la codificación posicional", "en": "not the positional encoding"}),
+    "PE scaled too": (
+        lambda t, w, pe: (w[t] + pe[: t.size(1)]) * _sqrt_d(w),
+        {"es": "no la codificación posicional", "en": "not the positional encoding"},
+    ),
     "PE indexed by token": (lambda t, w, pe: w[t] * _sqrt_d(w) + pe[t], {"es": "posición", "en": "position"}),
     "no PE": (lambda t, w, pe: w[t] * _sqrt_d(w), {"es": "pe[:T]", "en": "pe[:T]"}),
-    "whole PE table": (lambda t, w, pe: (w[t] * _sqrt_d(w))[:, :1] + pe, {"es": "T primeras posiciones", "en": "first T positions"}),
+    "whole PE table": (
+        lambda t, w, pe: (w[t] * _sqrt_d(w))[:, :1] + pe,
+        {"es": "T primeras posiciones", "en": "first T positions"},
+    ),
     "modifies the table": (embed_in_place, {"es": "modifica", "en": "modifies"}),
     "numpy array": (lambda t, w, pe: embed_right(t, w, pe).numpy(), {"es": "tensor", "en": "tensor"}),
 }
@@ -74,6 +80,7 @@ def test_embeddings_match_the_package_embeddings():
 
 # ---- exercise 2: parameter count ----------------------------------------------------------------------
 
+
 def params_right(V, D, F, N, norm_first):
     attention = 4 * (D * D + D)
     feed_forward = D * F + F + F * D + D
@@ -91,23 +98,41 @@ def _with(delta):
 
 PARAM_MISTAKES = {
     "no output bias": (_with(lambda V, D, F, N, nf: -V), {"es": "sesgo", "en": "bias"}),
-    "tied weights counted three times": (_with(lambda V, D, F, N, nf: 2 * V * D), {"es": "una sola vez", "en": "count once"}),
+    "tied weights counted three times": (
+        _with(lambda V, D, F, N, nf: 2 * V * D),
+        {"es": "una sola vez", "en": "count once"},
+    ),
     "tied weights counted twice": (_with(lambda V, D, F, N, nf: V * D), {"es": "una sola vez", "en": "count once"}),
-    "decoder like encoder": (_with(lambda V, D, F, N, nf: -N * (4 * (D * D + D) + 2 * D)),
-                             {"es": "dos atenciones", "en": "two attentions"}),
-    "decoder with two LayerNorms": (_with(lambda V, D, F, N, nf: -N * 2 * D), {"es": "tres LayerNorm", "en": "three LayerNorms"}),
+    "decoder like encoder": (
+        _with(lambda V, D, F, N, nf: -N * (4 * (D * D + D) + 2 * D)),
+        {"es": "dos atenciones", "en": "two attentions"},
+    ),
+    "decoder with two LayerNorms": (
+        _with(lambda V, D, F, N, nf: -N * 2 * D),
+        {"es": "tres LayerNorm", "en": "three LayerNorms"},
+    ),
     "LayerNorm counted as D": (_with(lambda V, D, F, N, nf: -(5 * N + (2 if nf else 0)) * D), {"es": "2D", "en": "2D"}),
-    "no LayerNorms": (_with(lambda V, D, F, N, nf: -(5 * N + (2 if nf else 0)) * 2 * D),
-                      {"es": "faltan las LayerNorm", "en": "LayerNorms are missing"}),
+    "no LayerNorms": (
+        _with(lambda V, D, F, N, nf: -(5 * N + (2 if nf else 0)) * 2 * D),
+        {"es": "faltan las LayerNorm", "en": "LayerNorms are missing"},
+    ),
     "no W_o": (_with(lambda V, D, F, N, nf: -3 * N * (D * D + D)), {"es": "W_o", "en": "W_o"}),
     "no final norms in pre-LN": (_with(lambda V, D, F, N, nf: -4 * D if nf else 0), {"es": "pre-LN", "en": "pre-LN"}),
     "final norms in post-LN": (_with(lambda V, D, F, N, nf: 0 if nf else 4 * D), {"es": "post-LN", "en": "post-LN"}),
-    "feed-forward without biases": (_with(lambda V, D, F, N, nf: -2 * N * (F + D)),
-                                    {"es": "red prealimentada tiene dos capas lineales con sesgo",
-                                     "en": "feed-forward network has two linear layers with a bias"}),
-    "attention without biases": (_with(lambda V, D, F, N, nf: -3 * N * 4 * D),
-                                 {"es": "cuatro proyecciones de cada atención tienen sesgo",
-                                  "en": "four projections of every attention have a bias"}),
+    "feed-forward without biases": (
+        _with(lambda V, D, F, N, nf: -2 * N * (F + D)),
+        {
+            "es": "red prealimentada tiene dos capas lineales con sesgo",
+            "en": "feed-forward network has two linear layers with a bias",
+        },
+    ),
+    "attention without biases": (
+        _with(lambda V, D, F, N, nf: -3 * N * 4 * D),
+        {
+            "es": "cuatro proyecciones de cada atención tienen sesgo",
+            "en": "four projections of every attention have a bias",
+        },
+    ),
     "something else": (_with(lambda V, D, F, N, nf: 7), {"es": "te sobran 7", "en": "7 parameters too many"}),
     "a float": (lambda *a: params_right(*a) + 0.5, {"es": "entero, no 63", "en": "whole number, not 63"}),
     "a string": (lambda *a: str(params_right(*a)), {"es": "entero", "en": "whole number"}),
@@ -145,7 +170,9 @@ def test_param_hints_are_unambiguous_over_the_cases():
     assert right not in wrong
     assert len(set(wrong)) == len(wrong)
     first = ex._mistakes(*ex._PARAM_CASES[0])
-    assert [c for c, es, _ in first if es.startswith("la red prealimentada")] == [c for c, es, _ in first if es.startswith("faltan las Layer")]
+    assert [c for c, es, _ in first if es.startswith("la red prealimentada")] == [
+        c for c, es, _ in first if es.startswith("faltan las Layer")
+    ]
 
 
 def test_paper_base_model_count():
@@ -156,6 +183,7 @@ def test_paper_base_model_count():
 
 # ---- exercise 3: output probabilities -------------------------------------------------------------
 
+
 def probs_right(h, weight, bias):
     return torch.softmax(h @ weight.T + bias, dim=-1)
 
@@ -163,16 +191,26 @@ def probs_right(h, weight, bias):
 PROB_MISTAKES = {
     "logits": (lambda h, w, b: h @ w.T + b, {"es": "falta el softmax", "en": "softmax that turns"}),
     "log_softmax": (lambda h, w, b: torch.log_softmax(h @ w.T + b, dim=-1), {"es": "log_softmax", "en": "log_softmax"}),
-    "softmax over positions": (lambda h, w, b: torch.softmax(h @ w.T + b, dim=1), {"es": "posiciones", "en": "positions"}),
+    "softmax over positions": (
+        lambda h, w, b: torch.softmax(h @ w.T + b, dim=1),
+        {"es": "posiciones", "en": "positions"},
+    ),
     "softmax over the batch": (lambda h, w, b: torch.softmax(h @ w.T + b, dim=0), {"es": "lote", "en": "batch"}),
-    "no bias": (lambda h, w, b: torch.softmax(h @ w.T, dim=-1), {"es": "falta sumar el sesgo", "en": "bias `bias` is not added"}),
+    "no bias": (
+        lambda h, w, b: torch.softmax(h @ w.T, dim=-1),
+        {"es": "falta sumar el sesgo", "en": "bias `bias` is not added"},
+    ),
     "sigmoid": (lambda h, w, b: torch.sigmoid(h @ w.T + b), {"es": "sigmoide", "en": "sigmoid"}),
     "no transpose": (lambda h, w, b: torch.softmax(h @ w + b, dim=-1), {"es": "RuntimeError", "en": "RuntimeError"}),
     "wrong shape": (lambda h, w, b: probs_right(h, w, b)[:, -1], {"es": "forma", "en": "shape"}),
-    "other": (lambda h, w, b: torch.full((h.size(0), h.size(1), w.size(0)), 1.0 / w.size(0)),
-              {"es": "no coincide", "en": "does not match"}),
-    "integer probabilities": (lambda h, w, b: (h @ w.T + b).argmax(-1, keepdim=True).expand(-1, -1, w.size(0)),
-                              {"es": "no coincide", "en": "does not match"}),
+    "other": (
+        lambda h, w, b: torch.full((h.size(0), h.size(1), w.size(0)), 1.0 / w.size(0)),
+        {"es": "no coincide", "en": "does not match"},
+    ),
+    "integer probabilities": (
+        lambda h, w, b: (h @ w.T + b).argmax(-1, keepdim=True).expand(-1, -1, w.size(0)),
+        {"es": "no coincide", "en": "does not match"},
+    ),
 }
 
 
@@ -196,10 +234,13 @@ def test_probabilities_accept_the_package_generator():
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,fn,hint", [
-    *bank(check_scaled_embeddings, EMBED_MISTAKES),
-    *bank(check_model_params, PARAM_MISTAKES),
-    *bank(check_output_probabilities, PROB_MISTAKES),
-])
+@pytest.mark.parametrize(
+    "check,fn,hint",
+    [
+        *bank(check_scaled_embeddings, EMBED_MISTAKES),
+        *bank(check_model_params, PARAM_MISTAKES),
+        *bank(check_output_probabilities, PROB_MISTAKES),
+    ],
+)
 def test_wrong_answers_are_named_in_both_languages(check, fn, hint, lang):
     assert_bank(check, fn, hint, lang)

@@ -194,6 +194,7 @@ def online_variant(kind):
                 l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(-1, keepdim=True)
             m = m_new
         return torch.exp(scores - m) / l
+
     return answer
 
 
@@ -225,7 +226,13 @@ ONLINE_WRONG = [
     (lambda s, b: torch.exp(s - torch.logsumexp(s, -1, keepdim=True)), "forbidden"),
     (lambda s, b: torch.exp(F.log_softmax(s, -1)), "forbidden"),
     (lambda s, b: modern.online_softmax(s, b), "forbidden"),
-    (lambda s, b: (s - s.min(-1, keepdim=True).values).exp() / (s - s.min(-1, keepdim=True).values).exp().sum(-1, keepdim=True), "online_overflow"),
+    (
+        lambda s, b: (
+            (s - s.min(-1, keepdim=True).values).exp()
+            / (s - s.min(-1, keepdim=True).values).exp().sum(-1, keepdim=True)
+        ),
+        "online_overflow",
+    ),
     (lambda s, b: s.argmax(-1), "dtype"),
     (lambda s, b: F.one_hot(s.argmax(-1), s.size(-1)), "dtype"),
     (lambda s, b: torch.exp(s - s.amax(-1, keepdim=True)), "online_unnormalised"),
@@ -256,15 +263,28 @@ def test_softmax_comes_back_after_the_check():
 
 # --- never crash ------------------------------------------------------------------------
 
-JUNK = [None, "text", {"a": 1}, [], [1.0, 2.0], 3, float("nan"), torch.tensor([]), torch.tensor(1.0),
-        torch.zeros(2, 2, dtype=torch.bool), torch.full((3, 3), float("nan")), (torch.zeros(1),),
-        torch.zeros(2, 3, dtype=torch.complex64)]
+JUNK = [
+    None,
+    "text",
+    {"a": 1},
+    [],
+    [1.0, 2.0],
+    3,
+    float("nan"),
+    torch.tensor([]),
+    torch.tensor(1.0),
+    torch.zeros(2, 2, dtype=torch.bool),
+    torch.full((3, 3), float("nan")),
+    (torch.zeros(1),),
+    torch.zeros(2, 3, dtype=torch.complex64),
+]
 CHECKERS = [check_rope, check_swiglu, check_online_softmax]
 
 
 def raises(exc):
     def answer(*args):
         raise exc
+
     return answer
 
 
@@ -272,8 +292,15 @@ def raises(exc):
 @pytest.mark.parametrize("checker", CHECKERS)
 def test_junk_never_crashes(checker, lang):
     answers = [lambda *a, j=j: j for j in JUNK]
-    answers += [raises(ValueError("boom")), raises(IndexError("bad index")), raises(NotImplementedError()),
-                raises(ZeroDivisionError()), lambda *a: a[0], lambda *a: a[0].int(), lambda: 0]
+    answers += [
+        raises(ValueError("boom")),
+        raises(IndexError("bad index")),
+        raises(NotImplementedError()),
+        raises(ZeroDivisionError()),
+        lambda *a: a[0],
+        lambda *a: a[0].int(),
+        lambda: 0,
+    ]
     for answer in answers:
         feedback = checker(answer, lang=lang)
         assert not feedback.ok, feedback.message

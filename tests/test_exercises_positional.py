@@ -44,6 +44,7 @@ def returns_nothing(*args):
 
 # --------------------------------------------------------------------------- the table
 
+
 def table_loops(max_len, d_model):
     pe = torch.zeros(max_len, d_model)
     for pos in range(max_len):
@@ -101,8 +102,9 @@ def test_table_accepts_right_answers(answer, lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("kind", ["concatenated", "swapped", "freq_per_dim", "double_exponent",
-                                  "multiplied", "from_one", "transposed"])
+@pytest.mark.parametrize(
+    "kind", ["concatenated", "swapped", "freq_per_dim", "double_exponent", "multiplied", "from_one", "transposed"]
+)
 def test_table_names_the_mistake(kind, lang):
     assert_hint(check_sinusoidal_encoding(table_mistake(kind), lang=lang), lang, kind)
 
@@ -137,6 +139,7 @@ def test_table_unwritten(lang):
 
 # --------------------------------------------------------------------------- the permutation
 
+
 def perm_right(d_model):
     # the concatenated table is the even columns (sines) followed by the odd ones (cosines)
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (D,)
@@ -155,10 +158,10 @@ def test_permutation(lang):
     assert_correct(check_interleaved_to_concat(lambda d: perm_right(d).int(), lang=lang), lang)
     assert_hint(check_interleaved_to_concat(perm_inverse, lang=lang), lang, "inverse_permutation")
     assert_hint(check_interleaved_to_concat(lambda d: torch.arange(d), lang=lang), lang, "permutation_wrong")
-    assert_hint(check_interleaved_to_concat(lambda d: torch.zeros(d, dtype=torch.long), lang=lang),
-                lang, "not_permutation")
-    assert_hint(check_interleaved_to_concat(lambda d: perm_right(d).float() + 0.5, lang=lang),
-                lang, "perm_not_integer")
+    assert_hint(
+        check_interleaved_to_concat(lambda d: torch.zeros(d, dtype=torch.long), lang=lang), lang, "not_permutation"
+    )
+    assert_hint(check_interleaved_to_concat(lambda d: perm_right(d).float() + 0.5, lang=lang), lang, "perm_not_integer")
     assert_shape(check_interleaved_to_concat(lambda d: torch.arange(d + 1), lang=lang), lang)
     assert not check_interleaved_to_concat(unfinished, lang=lang).ok
 
@@ -172,6 +175,7 @@ def test_the_right_permutation_really_concatenates():
 
 
 # --------------------------------------------------------------------------- the shift matrix
+
 
 def rotation_blocks(k, d_model):
     """cos(kω_i) and sin(kω_i) for every pair i."""
@@ -205,8 +209,9 @@ def test_the_right_shift_matrices_move_the_package_tables():
     concat = sinusoidal_encoding(80, 32, interleaved=False)
     torch.testing.assert_close(concat[:-5] @ shift_right(5, 32).T, concat[5:], atol=1e-4, rtol=0)
     interleaved = sinusoidal_encoding(80, 32)
-    torch.testing.assert_close(interleaved[:-5] @ shift_interleaved(5, 32).float().T, interleaved[5:],
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        interleaved[:-5] @ shift_interleaved(5, 32).float().T, interleaved[5:], atol=1e-4, rtol=0
+    )
 
 
 def test_every_hint_exists_in_both_languages():

@@ -90,23 +90,41 @@ def noam_right(step, d_model, warmup):
 
 
 NOAM_MISTAKES = {
-    "only the decay": (lambda s, d, w: d**-0.5 * s**-0.5, {"es": "solo tienes la rama que decrece",
-                                                          "en": "you only have the decaying branch"}),
-    "only the warm-up": (lambda s, d, w: d**-0.5 * s * w**-1.5, {"es": "solo tienes la rama del calentamiento",
-                                                                "en": "you only have the warm-up branch"}),
-    "max": (lambda s, d, w: d**-0.5 * max(s**-0.5, s * w**-1.5), {"es": "la mayor de las dos ramas",
-                                                                 "en": "the larger of the two branches"}),
-    "d_model^+0.5": (lambda s, d, w: d**0.5 * min(s**-0.5, s * w**-1.5), {"es": "no d_model^0,5",
-                                                                         "en": "not d_model^0.5"}),
-    "warmup^-0.5": (lambda s, d, w: d**-0.5 * min(s**-0.5, s * w**-0.5), {"es": "-1,5, no -0,5",
-                                                                         "en": "-1.5, not -0.5"}),
-    "hard-coded d_model": (lambda s, d, w: noam_right(s, 512, w), {"es": "no usas el argumento `d_model`",
-                                                                  "en": "you do not use the `d_model` argument"}),
-    "hard-coded warmup": (lambda s, d, w: noam_right(s, d, 4000), {"es": "no usas el argumento `warmup`",
-                                                                  "en": "you do not use the `warmup` argument"}),
-    "something else": (lambda s, d, w: 2 * noam_right(s, d, w),
-                       {"es": "se esperaba 1,74693e-07 y devuelves 3,49386e-07",
-                        "en": "the expected value is 1.74693e-07, you return 3.49386e-07"}),
+    "only the decay": (
+        lambda s, d, w: d**-0.5 * s**-0.5,
+        {"es": "solo tienes la rama que decrece", "en": "you only have the decaying branch"},
+    ),
+    "only the warm-up": (
+        lambda s, d, w: d**-0.5 * s * w**-1.5,
+        {"es": "solo tienes la rama del calentamiento", "en": "you only have the warm-up branch"},
+    ),
+    "max": (
+        lambda s, d, w: d**-0.5 * max(s**-0.5, s * w**-1.5),
+        {"es": "la mayor de las dos ramas", "en": "the larger of the two branches"},
+    ),
+    "d_model^+0.5": (
+        lambda s, d, w: d**0.5 * min(s**-0.5, s * w**-1.5),
+        {"es": "no d_model^0,5", "en": "not d_model^0.5"},
+    ),
+    "warmup^-0.5": (
+        lambda s, d, w: d**-0.5 * min(s**-0.5, s * w**-0.5),
+        {"es": "-1,5, no -0,5", "en": "-1.5, not -0.5"},
+    ),
+    "hard-coded d_model": (
+        lambda s, d, w: noam_right(s, 512, w),
+        {"es": "no usas el argumento `d_model`", "en": "you do not use the `d_model` argument"},
+    ),
+    "hard-coded warmup": (
+        lambda s, d, w: noam_right(s, d, 4000),
+        {"es": "no usas el argumento `warmup`", "en": "you do not use the `warmup` argument"},
+    ),
+    "something else": (
+        lambda s, d, w: 2 * noam_right(s, d, w),
+        {
+            "es": "se esperaba 1,74693e-07 y devuelves 3,49386e-07",
+            "en": "the expected value is 1.74693e-07, you return 3.49386e-07",
+        },
+    ),
     "a string": (lambda s, d, w: "0.001", {"es": "debe devolver un número", "en": "it must return a number"}),
     "a nan": (lambda s, d, w: float("nan"), {"es": "devuelves nan", "en": "you return nan"}),
 }
@@ -129,18 +147,28 @@ def modifies_ids(ids, bos_id, eos_id):
 
 SHIFT_MISTAKES = {
     "list.insert returns None": (insert_returns_none, {"es": "`list.insert`", "en": "`list.insert`"}),
-    "pair of None": (insert_and_append, {"es": "no None. `list.insert` y `list.append`",
-                                         "en": "not None. `list.insert` and `list.append`"}),
+    "pair of None": (
+        insert_and_append,
+        {"es": "no None. `list.insert` y `list.append`", "en": "not None. `list.insert` and `list.append`"},
+    ),
     "modifies ids": (modifies_ids, {"es": "modifica la lista `ids`", "en": "modifies the list `ids`"}),
-    "tensors": (lambda ids, b, e: (torch.tensor([b] + ids), torch.tensor(ids + [e])),
-                {"es": "es un tensor", "en": "is a tensor"}),
-    "hard-coded bos and eos": (lambda ids, b, e: ([1] + ids, ids + [2]),
-                               {"es": "usa los argumentos `bos_id` y `eos_id`", "en": "use the arguments `bos_id`"}),
+    "tensors": (
+        lambda ids, b, e: (torch.tensor([b] + ids), torch.tensor(ids + [e])),
+        {"es": "es un tensor", "en": "is a tensor"},
+    ),
+    "hard-coded bos and eos": (
+        lambda ids, b, e: ([1] + ids, ids + [2]),
+        {"es": "usa los argumentos `bos_id` y `eos_id`", "en": "use the arguments `bos_id`"},
+    ),
     "swapped": (lambda ids, b, e: (ids + [e], [b] + ids), {"es": "están al revés", "en": "they are swapped"}),
-    "floats": (lambda ids, b, e: ([float(b)] + ids, ids + [e]), {"es": "lista de ids enteros, pero contiene 1.0",
-                                                                "en": "list of integer ids, but it holds 1.0"}),
-    "eos on both": (lambda ids, b, e: ([b] + ids + [e], ids + [e]), {"es": "un solo token especial",
-                                                                      "en": "one special token"}),
+    "floats": (
+        lambda ids, b, e: ([float(b)] + ids, ids + [e]),
+        {"es": "lista de ids enteros, pero contiene 1.0", "en": "list of integer ids, but it holds 1.0"},
+    ),
+    "eos on both": (
+        lambda ids, b, e: ([b] + ids + [e], ids + [e]),
+        {"es": "un solo token especial", "en": "one special token"},
+    ),
 }
 
 
@@ -162,29 +190,42 @@ def smooth_right(target, V, eps):
 
 
 SMOOTH_MISTAKES = {
-    "eps hard-coded 0.1": (lambda t, V, e: smooth_right(t, V, 0.1), {"es": "no usas el argumento `eps`",
-                                                                     "en": "you do not use the `eps` argument"}),
-    "V hard-coded 5 in the share": (lambda t, V, e: (1 - e) * F.one_hot(t, V).float() + e / 5,
-                                    {"es": "usa el argumento `vocab_size`", "en": "use the `vocab_size` argument"}),
-    "V hard-coded 5 everywhere": (lambda t, V, e: smooth_right(t, 5, e) if int(t.max()) < 5 else torch.zeros(len(t), 5),
-                                  {"es": "¿usas el argumento `vocab_size`?",
-                                   "en": "do you use the `vocab_size` argument?"}),
-    "(1 - eps) without + eps/V": (lambda t, V, e: (1 - e) * F.one_hot(t, V).float(), {"es": "cada fila suma 1 − ε",
-                                                                                      "en": "each row sums to 1 − ε"}),
+    "eps hard-coded 0.1": (
+        lambda t, V, e: smooth_right(t, V, 0.1),
+        {"es": "no usas el argumento `eps`", "en": "you do not use the `eps` argument"},
+    ),
+    "V hard-coded 5 in the share": (
+        lambda t, V, e: (1 - e) * F.one_hot(t, V).float() + e / 5,
+        {"es": "usa el argumento `vocab_size`", "en": "use the `vocab_size` argument"},
+    ),
+    "V hard-coded 5 everywhere": (
+        lambda t, V, e: smooth_right(t, 5, e) if int(t.max()) < 5 else torch.zeros(len(t), 5),
+        {"es": "¿usas el argumento `vocab_size`?", "en": "do you use the `vocab_size` argument?"},
+    ),
+    "(1 - eps) without + eps/V": (
+        lambda t, V, e: (1 - e) * F.one_hot(t, V).float(),
+        {"es": "cada fila suma 1 − ε", "en": "each row sums to 1 − ε"},
+    ),
     "integer one-hot": (lambda t, V, e: F.one_hot(t, V), {"es": "no int64", "en": "not int64"}),
-    "one-hot as wide as the targets": (lambda t, V, e: (1 - e) * F.one_hot(t).float() + e / V,
-                                       {"es": "¿usas el argumento `vocab_size`?",
-                                        "en": "do you use the `vocab_size` argument?"}),
-    "rows sum to 1, values off": (lambda t, V, e: smooth_right(t, V, e / 2),
-                                  {"es": "las filas suman 1 pero", "en": "the rows sum to 1 but"}),
+    "one-hot as wide as the targets": (
+        lambda t, V, e: (1 - e) * F.one_hot(t).float() + e / V,
+        {"es": "¿usas el argumento `vocab_size`?", "en": "do you use the `vocab_size` argument?"},
+    ),
+    "rows sum to 1, values off": (
+        lambda t, V, e: smooth_right(t, V, e / 2),
+        {"es": "las filas suman 1 pero", "en": "the rows sum to 1 but"},
+    ),
 }
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,fn,hint", [
-    *bank(check_noam_lr, NOAM_MISTAKES),
-    *bank(check_shift_targets, SHIFT_MISTAKES),
-    *bank(check_smoothed_targets, SMOOTH_MISTAKES),
-])
+@pytest.mark.parametrize(
+    "check,fn,hint",
+    [
+        *bank(check_noam_lr, NOAM_MISTAKES),
+        *bank(check_shift_targets, SHIFT_MISTAKES),
+        *bank(check_smoothed_targets, SMOOTH_MISTAKES),
+    ],
+)
 def test_wrong_answers_are_named_in_both_languages(check, fn, hint, lang):
     assert_bank(check, fn, hint, lang)

@@ -23,10 +23,19 @@ def tiny(**kw) -> GPT:
 def test_equal_to_transformers_gpt2(activation, tie):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4, activation_function=activation,
-        tie_word_embeddings=tie, bos_token_id=0, eos_token_id=0,
-    )).eval()
+    hf = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            vocab_size=97,
+            n_positions=40,
+            n_embd=48,
+            n_layer=3,
+            n_head=4,
+            activation_function=activation,
+            tie_word_embeddings=tie,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    ).eval()
     with torch.no_grad():  # non-trivial LayerNorms and biases
         for p in hf.parameters():
             if p.dim() == 1:
@@ -74,8 +83,7 @@ def test_weight_tying_and_init():
 def test_lm_loss_ignores_padding():
     logits = torch.randn(2, 5, 7)
     tokens = torch.tensor([[1, 4, 5, 2, 0], [1, 3, 2, 0, 0]])
-    manual = torch.nn.functional.cross_entropy(
-        torch.cat([logits[0, :3], logits[1, :2]]), torch.tensor([4, 5, 2, 3, 2]))
+    manual = torch.nn.functional.cross_entropy(torch.cat([logits[0, :3], logits[1, :2]]), torch.tensor([4, 5, 2, 3, 2]))
     torch.testing.assert_close(lm_loss(logits, tokens, 0), manual)
 
 
@@ -111,8 +119,11 @@ def test_training_learns_the_corpus_quickly():
     # a small run: the loss falls well below its starting value
     corpus = CountingCorpus(40, max_count=4)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=len(corpus.vocab), max_len=32, d_model=32, n_heads=2, n_layers=1,
-                          d_ff=64, dropout=0.0, pad_id=0))
+    model = GPT(
+        GPTConfig(
+            vocab_size=len(corpus.vocab), max_len=32, d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0, pad_id=0
+        )
+    )
     rng = random.Random(0)
     losses = train_gpt(model, lambda: corpus.batch(32, rng), 150, lr=1e-2, warmup=10, progress=False)
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10

@@ -28,8 +28,9 @@ TGT = ["<s>", "forty", "two"]
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    config = TransformerConfig(src_vocab_size=12, tgt_vocab_size=12, d_model=16, n_heads=4,
-                               d_ff=32, n_layers=2, dropout=0.3)
+    config = TransformerConfig(
+        src_vocab_size=12, tgt_vocab_size=12, d_model=16, n_heads=4, d_ff=32, n_layers=2, dropout=0.3
+    )
     return Transformer(config)
 
 
@@ -55,8 +56,7 @@ def test_translator_attention_is_the_models_own_eval_forward(model, batch):
     model.eval()
     _, ref = model(src, tgt, return_attention=True)
     model.train()
-    for ours, theirs in zip(maps.encoder + maps.decoder_self + maps.cross,
-                            ref.encoder + ref.decoder_self + ref.cross):
+    for ours, theirs in zip(maps.encoder + maps.decoder_self + maps.cross, ref.encoder + ref.decoder_self + ref.cross):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
     assert [tuple(m.shape) for m in maps.cross] == [(2, 4, 3, 5)] * 2
 
@@ -84,8 +84,9 @@ def test_bertviz_arguments_encoder_decoder(model, batch):
 
 def test_bertviz_arguments_self_attention_and_errors():
     torch.manual_seed(1)
-    config = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=8, n_heads=2,
-                               d_ff=16, n_layers=3, dropout=0.0)
+    config = TransformerConfig(
+        src_vocab_size=10, tgt_vocab_size=10, d_model=8, n_heads=2, d_ff=16, n_layers=3, dropout=0.0
+    )
     encoder = Encoder(config).eval()
     _, maps = encoder(torch.tensor([[1, 2, 3]]))
     kw = heads.bertviz_arguments(maps, ["a", "b", "c"], decimals=None)
@@ -186,10 +187,13 @@ def test_static_figures(model, batch, lang):
     assert fig.axes[0].get_ylabel() == ("capa 0" if lang == "es" else "layer 0")
     fig = heads.plot_head_grid(maps.encoder, SRC, pairs=[(1, 2), (0, 3)], lang=lang)
     assert [ax.get_title() for ax in fig.axes[:2]] == (
-        ["capa 1, cabeza 2", "capa 0, cabeza 3"] if lang == "es" else ["layer 1, head 2", "layer 0, head 3"])
+        ["capa 1, cabeza 2", "capa 0, cabeza 3"] if lang == "es" else ["layer 1, head 2", "layer 0, head 3"]
+    )
     assert fig.axes[0].images[0].get_array().tolist() == maps.encoder[1][0, 2, :4, :4].tolist()
     fig = heads.plot_head_grid(maps.encoder, SRC, layers=[1], heads=[0, 3], lang=lang)
-    assert [ax.get_title() for ax in fig.axes[:2]] == (["cabeza 0", "cabeza 3"] if lang == "es" else ["head 0", "head 3"])
+    assert [ax.get_title() for ax in fig.axes[:2]] == (
+        ["cabeza 0", "cabeza 3"] if lang == "es" else ["head 0", "head 3"]
+    )
 
     cross = maps.cross[-1][0].mean(0)  # (T, S)
     fig = heads.plot_alignment(cross, SRC, TGT, lang=lang)
@@ -226,10 +230,15 @@ def test_offline_scripts_come_from_installed_packages():
     page = heads.offline_scripts().data
     code = {name: path.read_text(encoding="utf-8").replace("</script", "<\\/script") for name, path in files.items()}
     # d3 and jQuery run with the AMD loader hidden, then require.js, then the two modules bertviz asks for
-    order = [page.index("(function (define, module, exports) {"), page.index(code["d3"]), page.index(code["jquery"]),
-             page.index("}).call(window);\n"), page.index(code["requirejs"]),
-             page.index('window.define("d3", [], function () { return window.d3; });'),
-             page.index('window.define("jquery", [], function () { return window.jQuery; });')]
+    order = [
+        page.index("(function (define, module, exports) {"),
+        page.index(code["d3"]),
+        page.index(code["jquery"]),
+        page.index("}).call(window);\n"),
+        page.index(code["requirejs"]),
+        page.index('window.define("d3", [], function () { return window.d3; });'),
+        page.index('window.define("jquery", [], function () { return window.jQuery; });'),
+    ]
     assert order == sorted(order)
     assert type(heads.offline_scripts()).__name__ == "Javascript"  # run in order with bertviz's views
     assert "cdnjs" not in page and "</script" not in page
@@ -275,10 +284,12 @@ def test_check_strongest_head(lang):
         raise NotImplementedError
 
     assert check_strongest_head(right, lang=lang)
-    for wrong, hint in [(swapped, ("(cabeza, capa)", "(head, layer)")),
-                        (transposed, ("clave hacia la consulta", "key to the query")),
-                        (flat, ("divmod", "divmod")),
-                        (unfinished, ("NotImplementedError", "NotImplementedError"))]:
+    for wrong, hint in [
+        (swapped, ("(cabeza, capa)", "(head, layer)")),
+        (transposed, ("clave hacia la consulta", "key to the query")),
+        (flat, ("divmod", "divmod")),
+        (unfinished, ("NotImplementedError", "NotImplementedError")),
+    ]:
         fb = check_strongest_head(wrong, lang=lang)
         assert not fb and hint[lang == "en"] in str(fb), str(fb)
 

@@ -70,7 +70,11 @@ def _error_calls() -> list[tuple[str, ast.Call]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("error", "CourseError"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("error", "CourseError")
+            ):
                 calls.append((f"{rel}:{node.lineno}", node))
     return calls
 
@@ -82,8 +86,9 @@ def test_no_english_only_error_in_the_package():
 def test_the_scan_finds_an_english_only_error(tmp_path, monkeypatch):
     """The scan itself can fail: a module with a plain ``raise ValueError("...")`` is reported."""
     (tmp_path / "bad.py").write_text('def f(x):\n    if x:\n        raise ValueError(f"bad {x}")\n')
-    (tmp_path / "good.py").write_text('from minitransformer.i18n import error\n'
-                                      'def g():\n    raise error("malo", "bad")\n')
+    (tmp_path / "good.py").write_text(
+        'from minitransformer.i18n import error\ndef g():\n    raise error("malo", "bad")\n'
+    )
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path)
     assert _english_only_raises() == ["bad.py:3: raise ValueError(...) with a plain string"]
 
@@ -107,18 +112,29 @@ def language():
 
 def _model() -> Transformer:
     torch.manual_seed(0)
-    return Transformer(TransformerConfig(src_vocab_size=12, tgt_vocab_size=12, d_model=8, n_heads=2,
-                                         d_ff=16, n_layers=1)).eval()
+    return Transformer(
+        TransformerConfig(src_vocab_size=12, tgt_vocab_size=12, d_model=8, n_heads=2, d_ff=16, n_layers=1)
+    ).eval()
 
 
 # A sample of mistakes a student can make, each with a word its Spanish and English texts hold.
 MISTAKES = {
-    "mask of the wrong rank": (lambda: check_mask(torch.ones(2, 1, 5, dtype=torch.bool), torch.Size([2, 4, 5, 5])),
-                               "máscara", "mask"),
-    "float mask": (lambda: check_mask(torch.ones(5, 5), torch.Size([1, 1, 5, 5])), "debe ser booleana", "must be boolean"),
+    "mask of the wrong rank": (
+        lambda: check_mask(torch.ones(2, 1, 5, dtype=torch.bool), torch.Size([2, 4, 5, 5])),
+        "máscara",
+        "mask",
+    ),
+    "float mask": (
+        lambda: check_mask(torch.ones(5, 5), torch.Size([1, 1, 5, 5])),
+        "debe ser booleana",
+        "must be boolean",
+    ),
     "heads do not divide d_model": (lambda: MultiHeadAttention(10, 3), "divisible por", "divisible by"),
-    "config heads do not divide d_model": (lambda: TransformerConfig(d_model=10, n_heads=3), "divisible por",
-                                           "divisible by"),
+    "config heads do not divide d_model": (
+        lambda: TransformerConfig(d_model=10, n_heads=3),
+        "divisible por",
+        "divisible by",
+    ),
     "odd d_model": (lambda: sinusoidal_encoding(5, 7), "par", "even"),
     "number out of range": (lambda: spell_number(-1, "es"), "enteros", "integers"),
     "empty sequence": (lambda: pad_sequences([[1], []]), "vacía", "empty"),
@@ -127,13 +143,22 @@ MISTAKES = {
     "reverse lengths": (lambda: ReverseDigits(min_len=3, max_len=2), "hace falta", "need"),
     "unknown activation": (lambda: make_activation("tanh"), "debe ser una de", "must be one of"),
     "beam of zero": (lambda: beam_search(_model(), torch.tensor([[3, 4]]), 1, 2, beam_size=0), "al menos", "at least"),
-    "token outside the vocabulary": (lambda: _model()(torch.tensor([[3, 40]]), torch.tensor([[1]])),
-                                     "fuera del vocabulario", "outside the vocabulary"),
+    "token outside the vocabulary": (
+        lambda: _model()(torch.tensor([[3, 40]]), torch.tensor([[1]])),
+        "fuera del vocabulario",
+        "outside the vocabulary",
+    ),
     "step 0": (lambda: noam_lr(0, 16, 4), "pasos", "steps"),
-    "one-token vocabulary": (lambda: label_smoothed_cross_entropy(torch.zeros(1, 2, 1), torch.zeros(1, 2, dtype=torch.long)),
-                             "nada que predecir", "nothing to predict"),
-    "not a BERT checkpoint": (lambda: config_from_bert(SimpleNamespace(model_type="gpt2", architectures=["GPT2Model"])),
-                              "solo lee", "reads BERT checkpoints only"),
+    "one-token vocabulary": (
+        lambda: label_smoothed_cross_entropy(torch.zeros(1, 2, 1), torch.zeros(1, 2, dtype=torch.long)),
+        "nada que predecir",
+        "nothing to predict",
+    ),
+    "not a BERT checkpoint": (
+        lambda: config_from_bert(SimpleNamespace(model_type="gpt2", architectures=["GPT2Model"])),
+        "solo lee",
+        "reads BERT checkpoints only",
+    ),
 }
 
 
@@ -163,8 +188,11 @@ def test_progress_bar_speaks_the_language_set(lang, label, language, capsys):
     language(lang)
     task = ReverseDigits(max_len=3)
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(src_vocab_size=len(task.vocab), tgt_vocab_size=len(task.vocab),
-                                          d_model=8, n_heads=2, d_ff=16, n_layers=1))
+    model = Transformer(
+        TransformerConfig(
+            src_vocab_size=len(task.vocab), tgt_vocab_size=len(task.vocab), d_model=8, n_heads=2, d_ff=16, n_layers=1
+        )
+    )
     train(model, lambda: task.train_batch(4), steps=1, warmup=1, progress=True)
     bar = capsys.readouterr().err
     assert label in bar
@@ -202,8 +230,10 @@ def test_figures_write_decimals_the_readers_way(lang):
     from minitransformer.viz.positional import plot_waves
 
     weights = torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
-    for fig in (plot_attention(weights, ["a", "b", "c"], ["a", "b", "c"], lang=lang, title="0.5"),
-                plot_waves(sinusoidal_encoding(20, 8), [0, 2], lang=lang)):
+    for fig in (
+        plot_attention(weights, ["a", "b", "c"], ["a", "b", "c"], lang=lang, title="0.5"),
+        plot_waves(sinusoidal_encoding(20, 8), [0, 2], lang=lang),
+    ):
         texts = _figure_texts(fig)
         points = [t for t in texts if re.search(r"\d\.\d", t)]
         commas = [t for t in texts if re.search(r"\d(,|\{,\})\d", t)]

@@ -20,9 +20,20 @@ def gpt(seed=0, **kw) -> GPT:
 
 def translator(norm_first: bool, seed=0) -> Transformer:
     torch.manual_seed(seed)
-    return Transformer(TransformerConfig(
-        src_vocab_size=25, tgt_vocab_size=27, d_model=32, n_heads=4, d_ff=64, n_layers=2, n_decoder_layers=3,
-        dropout=0.0, max_len=80, norm_first=norm_first)).eval()
+    return Transformer(
+        TransformerConfig(
+            src_vocab_size=25,
+            tgt_vocab_size=27,
+            d_model=32,
+            n_heads=4,
+            d_ff=64,
+            n_layers=2,
+            n_decoder_layers=3,
+            dropout=0.0,
+            max_len=80,
+            norm_first=norm_first,
+        )
+    ).eval()
 
 
 def test_attention_cache_one_token_at_a_time():
@@ -31,7 +42,7 @@ def test_attention_cache_one_token_at_a_time():
     x = torch.randn(2, 9, 24)
     full, _ = mha(x, x, x, causal_mask(9))
     cache = AttentionCache()
-    steps = [mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], cache=cache)[0] for t in range(9)]
+    steps = [mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0] for t in range(9)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full)
     assert cache.k.shape == (2, 9, 3, 8)
 
@@ -56,7 +67,7 @@ def test_gpt_cache_logits_equal_full_forward(lengths):
         full = model(x)
         cache, start, pieces = model.new_cache(), 0, []
         for n in lengths:
-            pieces.append(model(x[:, start:start + n], cache=cache))
+            pieces.append(model(x[:, start : start + n], cache=cache))
             start += n
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=1e-5)
     assert len(cache) == sum(lengths)
@@ -69,8 +80,19 @@ def test_gpt_generation_identical_with_and_without_cache(new_tokens, temperature
     prompt = torch.randint(1, 30, (4, 6))
     prompt[0, :3] = 0  # left padding: a shorter prompt
     prompt[2, :5] = 0
-    runs = [generate(model, prompt, new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                     generator=torch.Generator().manual_seed(1), use_cache=c) for c in (True, False)]
+    runs = [
+        generate(
+            model,
+            prompt,
+            new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            generator=torch.Generator().manual_seed(1),
+            use_cache=c,
+        )
+        for c in (True, False)
+    ]
     assert torch.equal(runs[0], runs[1])
     assert runs[0].shape == (4, 6 + new_tokens)
     assert not bool((runs[0][:, 6:] == 0).any())  # padding is never generated
@@ -115,7 +137,7 @@ def test_translator_decoder_cache_logits_and_cross_attention_once():
         memory, src_mask, _ = model.encode(src)
         full, _, _ = model.decode(tgt, memory, src_mask)
         cache = model.new_cache()
-        steps = [model.decode(tgt[:, t:t + 1], memory, src_mask, cache=cache)[0] for t in range(10)]
+        steps = [model.decode(tgt[:, t : t + 1], memory, src_mask, cache=cache)[0] for t in range(10)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     for layer in cache.layers:
         assert layer.self_attn.k.shape == (2, 10, 4, 8)  # grew one position per step

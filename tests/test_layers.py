@@ -20,7 +20,6 @@ MODES = [
 ]
 
 
-
 def tokens_with_lengths(lengths: list[int], length: int) -> torch.Tensor:
     tokens = torch.randint(1, 9, (len(lengths), length))
     for b, n in enumerate(lengths):
@@ -58,7 +57,8 @@ def test_decoder_layer_matches_torch(norm_first, activation):
 
     out, w_self, w_cross = ours(x, memory, tgt_mask, memory_mask)
     ref = theirs(
-        x, memory,
+        x,
+        memory,
         tgt_mask=torch_mask(causal_mask(T)[0, 0]),
         tgt_key_padding_mask=torch_mask(padding_mask(tgt, PAD)[:, 0, 0, :]),
         memory_key_padding_mask=torch_mask(memory_mask[:, 0, 0, :]),

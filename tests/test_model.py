@@ -19,10 +19,16 @@ from minitransformer.reference import to_torch_transformer, torch_mask
 
 PAD = 0
 SMALL = dict(
-    src_vocab_size=11, tgt_vocab_size=13, d_model=16, n_heads=4, d_ff=32, n_layers=2,
-    dropout=0.1, max_len=24, pad_id=PAD,
+    src_vocab_size=11,
+    tgt_vocab_size=13,
+    d_model=16,
+    n_heads=4,
+    d_ff=32,
+    n_layers=2,
+    dropout=0.1,
+    max_len=24,
+    pad_id=PAD,
 )
-
 
 
 def config(**changes) -> TransformerConfig:
@@ -53,7 +59,8 @@ def src_tgt(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize(
-    "norm_first, activation", [(False, "relu"), (True, "relu"), (True, "gelu")],
+    "norm_first, activation",
+    [(False, "relu"), (True, "relu"), (True, "gelu")],
     ids=["postLN-relu", "preLN-relu", "preLN-gelu"],
 )
 def test_transformer_matches_torch(norm_first, activation):
@@ -65,7 +72,8 @@ def test_transformer_matches_torch(norm_first, activation):
     logits = ours(src, tgt)
     # Ours: embeddings -> stacks -> generator. PyTorch's stacks in the middle, masks its way.
     h = theirs(
-        ours.encoder.embeddings(src), ours.decoder.embeddings(tgt),
+        ours.encoder.embeddings(src),
+        ours.decoder.embeddings(tgt),
         tgt_mask=torch_mask(causal_mask(T)[0, 0]),
         src_key_padding_mask=src == PAD,
         tgt_key_padding_mask=tgt == PAD,
@@ -82,9 +90,11 @@ def test_transformer_matches_torch_in_float64():
     theirs = to_torch_transformer(ours).eval()
     src, tgt = src_tgt(15)
     h = theirs(
-        ours.encoder.embeddings(src), ours.decoder.embeddings(tgt),
+        ours.encoder.embeddings(src),
+        ours.decoder.embeddings(tgt),
         tgt_mask=torch_mask(causal_mask(tgt.size(1))[0, 0]),
-        src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD,
+        src_key_padding_mask=src == PAD,
+        tgt_key_padding_mask=tgt == PAD,
         memory_key_padding_mask=src == PAD,
     )
     real = tgt != PAD
@@ -117,7 +127,7 @@ def test_padding_invariance_extra_pad_tokens_in_src_and_tgt():
     logits2, maps2 = ours(longer_src, longer_tgt, return_attention=True)
     assert_close(logits2[:, : tgt.size(1)], logits)
     for w in maps2.encoder + maps2.cross:  # the appended pads get no weight at all
-        assert (w[..., src.size(1):] == 0).all()
+        assert (w[..., src.size(1) :] == 0).all()
 
 
 def test_attention_maps_per_layer():

@@ -160,10 +160,23 @@ def test_gqa_fast_path_equals_einsum_and_repeated_heads(n_kv):
 LLAMA_CONFIGS = [
     dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4),
     dict(hidden_size=32, intermediate_size=40, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2),
-    dict(hidden_size=48, intermediate_size=64, num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=1,
-         rope_theta=500000.0, rms_norm_eps=1e-5),
-    dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-         tie_word_embeddings=True),
+    dict(
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        num_key_value_heads=1,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+    ),
+    dict(
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
 ]
 
 
@@ -211,8 +224,16 @@ def test_llama_equality_needs_rope():
 def test_from_llama_refuses_other_architectures():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    hf = LlamaForCausalLM(LlamaConfig(vocab_size=20, hidden_size=16, intermediate_size=8, num_hidden_layers=1,
-                                      num_attention_heads=2, attention_bias=True))
+    hf = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=20,
+            hidden_size=16,
+            intermediate_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            attention_bias=True,
+        )
+    )
     with pytest.raises(ValueError, match="bias"):
         from_llama(hf)
 
@@ -220,10 +241,21 @@ def test_from_llama_refuses_other_architectures():
 # --- the model --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("change", [
-    {}, {"positional": "sinusoidal"}, {"positional": "learned"}, {"norm": "layer"}, {"feed_forward": "relu"},
-    {"norm_first": False}, {"scale_scores": False}, {"n_kv_heads": 2}, {"bias": True}, {"tie_output": True},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"positional": "sinusoidal"},
+        {"positional": "learned"},
+        {"norm": "layer"},
+        {"feed_forward": "relu"},
+        {"norm_first": False},
+        {"scale_scores": False},
+        {"n_kv_heads": 2},
+        {"bias": True},
+        {"tie_output": True},
+    ],
+)
 def test_every_variant_is_causal_and_fast_path_equal(change):
     torch.manual_seed(0)
     model = ModernTransformer(ModernConfig(vocab_size=30, d_model=32, n_heads=4, d_ff=40, max_len=16, **change)).eval()
@@ -259,24 +291,33 @@ def test_model_trains():
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
-@pytest.mark.parametrize("make,es,en", [
-    (lambda: ModernConfig(d_model=30, n_heads=4), "divisible", "divisible"),
-    (lambda: ModernConfig(n_heads=4, n_kv_heads=3), "múltiplo de n_kv_heads", "multiple of n_kv_heads"),
-    (lambda: ModernConfig(d_model=12, n_heads=4), "debe ser par", "must be even"),
-    (lambda: ModernConfig(norm="batch"), "norm debe ser uno de", "norm must be one of"),
-    (lambda: ModernConfig(positional="alibi"), "positional debe ser", "positional must be"),
-    (lambda: ModernConfig(dropout=1.5), "dropout", "dropout"),
-    (lambda: ModernTransformer(ModernConfig(vocab_size=10, max_len=8))(torch.zeros(1, 9, dtype=torch.long)),
-     "max_len = 8", "max_len = 8"),
-    (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.full((1, 3), 10)), "fuera del vocabulario",
-     "outside the vocabulary"),
-    (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(1, 3)), "ids enteros", "integer ids"),
-    (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(3, dtype=torch.long)), "(B, T)", "(B, T)"),
-    (lambda: RotaryEmbedding(8, 4)(torch.randn(6, 8)), "se salen de la tabla", "outside the RoPE table"),
-    (lambda: rope_frequencies(7), "par", "even"),
-    (lambda: online_softmax(torch.randn(3, 4), block_size=0), "block_size", "block_size"),
-    (lambda: GroupedQueryAttention(32, 4)(torch.randn(1, 3, 16)), "d_model = 32", "d_model = 32"),
-])
+@pytest.mark.parametrize(
+    "make,es,en",
+    [
+        (lambda: ModernConfig(d_model=30, n_heads=4), "divisible", "divisible"),
+        (lambda: ModernConfig(n_heads=4, n_kv_heads=3), "múltiplo de n_kv_heads", "multiple of n_kv_heads"),
+        (lambda: ModernConfig(d_model=12, n_heads=4), "debe ser par", "must be even"),
+        (lambda: ModernConfig(norm="batch"), "norm debe ser uno de", "norm must be one of"),
+        (lambda: ModernConfig(positional="alibi"), "positional debe ser", "positional must be"),
+        (lambda: ModernConfig(dropout=1.5), "dropout", "dropout"),
+        (
+            lambda: ModernTransformer(ModernConfig(vocab_size=10, max_len=8))(torch.zeros(1, 9, dtype=torch.long)),
+            "max_len = 8",
+            "max_len = 8",
+        ),
+        (
+            lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.full((1, 3), 10)),
+            "fuera del vocabulario",
+            "outside the vocabulary",
+        ),
+        (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(1, 3)), "ids enteros", "integer ids"),
+        (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(3, dtype=torch.long)), "(B, T)", "(B, T)"),
+        (lambda: RotaryEmbedding(8, 4)(torch.randn(6, 8)), "se salen de la tabla", "outside the RoPE table"),
+        (lambda: rope_frequencies(7), "par", "even"),
+        (lambda: online_softmax(torch.randn(3, 4), block_size=0), "block_size", "block_size"),
+        (lambda: GroupedQueryAttention(32, 4)(torch.randn(1, 3, 16)), "d_model = 32", "d_model = 32"),
+    ],
+)
 def test_bad_input_raises_in_the_current_language(lang, make, es, en):
     set_language(lang)
     try:
@@ -319,8 +360,12 @@ def test_fast_path_equals_einsum_with_masks_and_empty_rows():
     torch.testing.assert_close(fast, slow)
     assert torch.isfinite(fast).all()
     torch.testing.assert_close(fast[2], mha.W_o.bias.expand(5, 16))  # empty rows: zero attention output
-    out = fast_attention(torch.randn(2, 4, 5, 8, requires_grad=True), torch.randn(2, 4, 5, 8),
-                         torch.randn(2, 4, 5, 8), torch.zeros(5, 5, dtype=torch.bool))
+    out = fast_attention(
+        torch.randn(2, 4, 5, 8, requires_grad=True),
+        torch.randn(2, 4, 5, 8),
+        torch.randn(2, 4, 5, 8),
+        torch.zeros(5, 5, dtype=torch.bool),
+    )
     assert torch.equal(out, torch.zeros_like(out))
 
 
@@ -346,8 +391,9 @@ def test_transformer_uses_the_fast_path_only_without_maps(monkeypatch):
     calls = []
     original = attention.fast_attention
     monkeypatch.setattr(attention, "fast_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
-    model = Transformer(TransformerConfig(src_vocab_size=11, tgt_vocab_size=13, d_model=16, n_heads=2, d_ff=32,
-                                          n_layers=1, dropout=0.0)).eval()
+    model = Transformer(
+        TransformerConfig(src_vocab_size=11, tgt_vocab_size=13, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0)
+    ).eval()
     src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 13, (2, 4))
     with torch.no_grad():
         logits, maps = model(src, tgt, return_attention=True)

@@ -21,8 +21,12 @@ EN = {p.name[:2]: p for p in sorted((NB / "en").glob("[0-9][0-9]_*.ipynb"))}
 NUMBERS = sorted(set(ES) | set(EN))
 MARKERS = re.compile(r"#\s*(NBVAL_[A-Z_]+)")
 
-SPANISH = set("el la los las de del que y en un una es por con para como se su al lo más pero sus esta este cada también hay ya cuando son muy".split())
-ENGLISH = set("the of and to is in that it for with as on are this be by an each which its we you from can not also at".split())
+SPANISH = set(
+    "el la los las de del que y en un una es por con para como se su al lo más pero sus esta este cada también hay ya cuando son muy".split()
+)
+ENGLISH = set(
+    "the of and to is in that it for with as on are this be by an each which its we you from can not also at".split()
+)
 
 
 def load(path: Path) -> list[dict]:
@@ -54,7 +58,9 @@ def test_pair_in_step(number):
     assert len(es) == len(en), f"{name}: {len(es)} cells in Spanish, {len(en)} in English"
     for i, (a, b) in enumerate(zip(es, en)):
         where = f"{name}, cell {i}"
-        assert a["cell_type"] == b["cell_type"], f"{where}: a {a['cell_type']} cell in Spanish, a {b['cell_type']} cell in English"
+        assert a["cell_type"] == b["cell_type"], (
+            f"{where}: a {a['cell_type']} cell in Spanish, a {b['cell_type']} cell in English"
+        )
         if a["cell_type"] == "code":
             skeleton = nbt.code_skeleton(source(a))
             assert skeleton is not None, f"{where}: the code does not tokenize"
@@ -66,7 +72,9 @@ def test_pair_in_step(number):
 
 
 @pytest.mark.parametrize(
-    "lang,path", [("es", p) for p in ES.values()] + [("en", p) for p in EN.values()], ids=lambda x: getattr(x, "name", x)
+    "lang,path",
+    [("es", p) for p in ES.values()] + [("en", p) for p in EN.values()],
+    ids=lambda x: getattr(x, "name", x),
 )
 def test_markdown_written_in_its_language(lang, path):
     for i, cell in enumerate(load(path)):
@@ -93,7 +101,9 @@ def test_title_badge_and_setup(path):
     assert badge, f"{rel}: cell 0 has no 'Open in Colab' badge"
     assert badge.group(2) == rel, f"{rel}: its Colab badge points at {badge.group(2)}"
     setup = source(cells[1])
-    assert 'if "google.colab" in sys.modules:' in setup and "pip" in setup, f"{rel}: cell 1 must be the Colab setup cell"
+    assert 'if "google.colab" in sys.modules:' in setup and "pip" in setup, (
+        f"{rel}: cell 1 must be the Colab setup cell"
+    )
     install = re.search(r'"pip", "install"[^\]]*\]', setup).group(0)
     assert not re.search(r'"torch\b', install), f"{rel}: the setup cell must not reinstall torch"
     assert f'LANG = "{path.parent.name}"' in setup
@@ -104,7 +114,9 @@ def test_stored_outputs_and_size(path):
     cells = load(path)
     for i, cell in enumerate(cells):
         if cell["cell_type"] == "code" and source(cell).strip():
-            assert cell.get("execution_count") is not None, f"{path.name}, cell {i}: not executed (run tools/notebooks.py run)"
+            assert cell.get("execution_count") is not None, (
+                f"{path.name}, cell {i}: not executed (run tools/notebooks.py run)"
+            )
             for out in cell.get("outputs", []):
                 assert out.get("output_type") != "error", f"{path.name}, cell {i}: stored output is an error"
     assert path.stat().st_size <= 2_000_000, f"{path.name} is {path.stat().st_size / 1e6:.1f} MB (limit 2 MB)"

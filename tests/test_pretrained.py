@@ -44,7 +44,7 @@ def max_diff_real(ours: torch.Tensor, theirs: torch.Tensor, real: torch.Tensor) 
     if ours.dim() == 3:  # hidden states (B, T, D)
         keep = real[:, :, None]
     else:  # attention (B, H, T, T): real query rows and real key columns
-        keep = (real[:, None, :, None] & real[:, None, None, :])
+        keep = real[:, None, :, None] & real[:, None, None, :]
     return float(((ours - theirs).abs() * keep).max())
 
 
@@ -130,9 +130,18 @@ def test_weight_names_cover_every_parameter(minilm):
     ours = set(minilm.encoder.state_dict())
     names = bert_weight_names(minilm.config.n_layers)
     assert set(names) == ours
-    hf_names = set(BertModel(BertConfig(num_hidden_layers=minilm.config.n_layers, hidden_size=24,
-                                        num_attention_heads=2, intermediate_size=32, vocab_size=50),
-                             add_pooling_layer=False).state_dict())
+    hf_names = set(
+        BertModel(
+            BertConfig(
+                num_hidden_layers=minilm.config.n_layers,
+                hidden_size=24,
+                num_attention_heads=2,
+                intermediate_size=32,
+                vocab_size=50,
+            ),
+            add_pooling_layer=False,
+        ).state_dict()
+    )
     assert set(names.values()) <= hf_names
 
 
@@ -157,14 +166,40 @@ def test_loading_is_silent_and_restores_logging(capfd):
 def tiny_bert_dir(tmp_path_factory):
     """A small random BERT checkpoint (ReLU, other sizes) with its own vocabulary, on disk."""
     path = tmp_path_factory.mktemp("tiny_bert")
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
-             "##s", "run", "el", "gato", ".", "?"]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "mat",
+        "a",
+        "dog",
+        "##s",
+        "run",
+        "el",
+        "gato",
+        ".",
+        "?",
+    ]
     (path / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
     BertTokenizer(str(path / "vocab.txt")).save_pretrained(path)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=48, hidden_act="relu", max_position_embeddings=40,
-                        type_vocab_size=2, layer_norm_eps=1e-7)
+    config = BertConfig(
+        vocab_size=len(words),
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=48,
+        hidden_act="relu",
+        max_position_embeddings=40,
+        type_vocab_size=2,
+        layer_norm_eps=1e-7,
+    )
     BertModel(config).save_pretrained(path)
     return path
 
@@ -181,15 +216,20 @@ def test_any_bert_checkpoint_by_path(tiny_bert_dir):
 
 
 def test_refuses_a_non_bert_checkpoint(tmp_path):
-    GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=10, n_positions=16, bos_token_id=0, eos_token_id=0).save_pretrained(tmp_path)
+    GPT2Config(
+        n_layer=1, n_embd=8, n_head=2, vocab_size=10, n_positions=16, bos_token_id=0, eos_token_id=0
+    ).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="BERT"):
         load_pretrained_encoder(tmp_path)
 
 
 @pytest.mark.parametrize(
     "option,value,message",
-    [("hidden_act", "gelu_new", "activation"), ("position_embedding_type", "relative_key", "position"),
-     ("is_decoder", True, "decoder")],
+    [
+        ("hidden_act", "gelu_new", "activation"),
+        ("position_embedding_type", "relative_key", "position"),
+        ("is_decoder", True, "decoder"),
+    ],
 )
 def test_refuses_bert_options_we_do_not_have(option, value, message):
     config = BertConfig(hidden_size=32, num_attention_heads=4, intermediate_size=48, **{option: value})
@@ -203,8 +243,16 @@ def test_sentence_keeps_exactly_the_real_positions():
     real = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]).bool()
     hidden, attention, queries = torch.randn(B, T, D), torch.randn(B, H, T, T), torch.randn(B, H, T, Dh)
     ids = torch.arange(B * T).view(B, T)
-    run = EncoderRun([list("abcde"), list("PPxyz")], ids, torch.zeros_like(ids), real,
-                     (hidden,), (attention,), (queries,), (queries,))
+    run = EncoderRun(
+        [list("abcde"), list("PPxyz")],
+        ids,
+        torch.zeros_like(ids),
+        real,
+        (hidden,),
+        (attention,),
+        (queries,),
+        (queries,),
+    )
     one = run.sentence(1)
     assert one.tokens == [["x", "y", "z"]] and one.lengths == [3]
     assert torch.equal(one.input_ids, ids[1:, 2:])

@@ -35,11 +35,27 @@ MIN_SCALE = 0.35  # a slide may be shrunk to fit the screen, but not below this
 def chromium(url: str, *args: str, budget_ms: int = 20000) -> str:
     with tempfile.TemporaryDirectory() as profile:
         result = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-extensions", f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",
-             "--hide-scrollbars", "--window-size=1280,720", f"--virtual-time-budget={budget_ms}", *args, url],
-            capture_output=True, text=True, timeout=180,
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-extensions",
+                f"--user-data-dir={profile}",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--hide-scrollbars",
+                "--window-size=1280,720",
+                f"--virtual-time-budget={budget_ms}",
+                *args,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
         )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
@@ -49,8 +65,12 @@ def chromium(url: str, *args: str, budget_ms: int = 20000) -> str:
 def built(tmp_path_factory):
     """Every deck, built by the command the README gives (python tools/slides.py --out DIR)."""
     out = tmp_path_factory.mktemp("slides")
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "slides.py"), "--out", str(out)],
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "slides.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
@@ -65,7 +85,7 @@ def test_deck_is_local_and_has_every_slide(built, lang, nb):
     text = deck.read_text(encoding="utf-8")
     # Every script and style sheet the deck itself loads is a file beside it (no CDN). (Outputs of
     # the notebook in between may name a CDN: bertviz's own require.js tag, unused offline.)
-    frame = text[:text.index("<body")] + text[text.rindex("</main>"):]
+    frame = text[: text.index("<body")] + text[text.rindex("</main>") :]
     for url in re.findall(r'<(?:script|link)[^>]*(?:src|href)="([^"]+)"', frame):
         assert "://" not in url and not url.startswith("//"), f"{deck.name} loads {url}"
         assert (deck.parent / url.split("?")[0]).is_file(), f"{deck.name}: {url} is missing"
@@ -114,8 +134,9 @@ def reports(built):
         lang, nb = item
         deck = deck_of(built, lang, nb)
         probe = deck.with_name(f".check-{deck.name}")  # beside the deck: the same relative paths
-        probe.write_text(deck.read_text(encoding="utf-8").replace("</html>", f"<script>{check}</script>\n</html>"),
-                         encoding="utf-8")
+        probe.write_text(
+            deck.read_text(encoding="utf-8").replace("</html>", f"<script>{check}</script>\n</html>"), encoding="utf-8"
+        )
         dom = chromium(probe.as_uri(), "--dump-dom")
         found = re.findall(r'<pre id="deck-report">(.*?)</pre>', dom, re.S)
         return item, json.loads(html.unescape(found[-1])) if found else {"ready": False, "dom": dom[-500:]}
@@ -161,7 +182,9 @@ def test_lab_settings_for_a_projector(tmp_path):
     import course
 
     path = course.write_lab_settings(tmp_path)
-    assert path.relative_to(tmp_path).as_posix() == "share/jupyter/lab/settings/overrides.d/transformers-desde-cero.json"
+    assert (
+        path.relative_to(tmp_path).as_posix() == "share/jupyter/lab/settings/overrides.d/transformers-desde-cero.json"
+    )
     settings = json.loads(path.read_text(encoding="utf-8"))
     notification = settings["@jupyterlab/apputils-extension:notification"]
     assert notification == {"fetchNews": "false", "checkForUpdates": False}

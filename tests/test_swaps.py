@@ -25,13 +25,15 @@ def _source(tmp_path: Path, code: str) -> Path:
 
 def test_a_swap_picks_each_language(tmp_path):
     src = notebooks.parse_source(_source(tmp_path, 'x = 1  # «uno|one»\nprint(«"hola"|"hello"», «"a"|"b"»)'))
-    (kind, code), = src.cells
+    ((kind, code),) = src.cells
     assert code["es"] == 'x = 1  # uno\nprint("hola", "a")'
     assert code["en"] == 'x = 1  # one\nprint("hello", "b")'
 
 
 def test_the_spanish_side_may_quote_with_guillemets(tmp_path):
-    src = notebooks.parse_source(_source(tmp_path, 'print(«"«it» mira a «animal»"|"“it” looks at “animal”"»)  # «un «sí»|a “yes”»'))
+    src = notebooks.parse_source(
+        _source(tmp_path, 'print(«"«it» mira a «animal»"|"“it” looks at “animal”"»)  # «un «sí»|a “yes”»')
+    )
     assert src.cells[0][1]["es"] == 'print("«it» mira a «animal»")  # un «sí»'
     assert src.cells[0][1]["en"] == 'print("“it” looks at “animal”")  # a “yes”'
 
@@ -42,8 +44,9 @@ def test_a_bar_outside_the_swaps_is_kept(tmp_path):
     assert src.cells[0][1]["en"] == "# the scores are log p(y | x)"
 
 
-@pytest.mark.parametrize("swap", ["«log p(y | x) en español|log p(y | x) in English»", "«sin barra»", "«a|b|c»",
-                                  "«dice «sí»|says «yes»|no»"])
+@pytest.mark.parametrize(
+    "swap", ["«log p(y | x) en español|log p(y | x) in English»", "«sin barra»", "«a|b|c»", "«dice «sí»|says «yes»|no»"]
+)
 def test_a_swap_without_exactly_one_bar_is_refused(tmp_path, swap):
     path = _source(tmp_path, f"x = 1\ny = 2  # {swap}")
     with pytest.raises(ValueError) as err:

@@ -44,7 +44,7 @@ def test_noam_schedule_shape():
     # then ∝ 1/√step
     assert lrs[799] == pytest.approx(lrs[199] * math.sqrt(200 / 800), rel=1e-12)
     assert all(a < b for a, b in zip(lrs[: warmup - 1], lrs[1:warmup]))
-    assert all(a > b for a, b in zip(lrs[warmup:-1], lrs[warmup + 1:]))
+    assert all(a > b for a, b in zip(lrs[warmup:-1], lrs[warmup + 1 :]))
     assert noam_lr(warmup, d_model, warmup, factor=2.0) == pytest.approx(2 * d_model**-0.5 * warmup**-0.5)
     with pytest.raises(ValueError):
         noam_lr(0, d_model, warmup)
@@ -93,11 +93,26 @@ def test_label_smoothing_lower_bound_is_the_entropy():
 def _reverse_run(seed: int, steps: int = 8):
     torch.manual_seed(seed)
     task = ReverseDigits(1, 5, seed=seed)
-    config = TransformerConfig(src_vocab_size=len(task.vocab), tgt_vocab_size=len(task.vocab), d_model=16,
-                               n_heads=2, d_ff=32, n_layers=1, dropout=0.1, max_len=16)
+    config = TransformerConfig(
+        src_vocab_size=len(task.vocab),
+        tgt_vocab_size=len(task.vocab),
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_layers=1,
+        dropout=0.1,
+        max_len=16,
+    )
     model = Transformer(config)
-    history = train(model, lambda: task.train_batch(16), steps, warmup=4, progress=False,
-                    val_batch=task.batch_of(task.sample(8)), eval_every=4)
+    history = train(
+        model,
+        lambda: task.train_batch(16),
+        steps,
+        warmup=4,
+        progress=False,
+        val_batch=task.batch_of(task.sample(8)),
+        eval_every=4,
+    )
     return model, history
 
 
@@ -120,8 +135,9 @@ def test_history_records_the_schedule_and_clipping():
 def test_gradient_clipping_bounds_the_update(monkeypatch):
     torch.manual_seed(0)
     task = ReverseDigits(1, 4)
-    config = TransformerConfig(src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32,
-                               n_layers=1, dropout=0.0, max_len=16)
+    config = TransformerConfig(
+        src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0, max_len=16
+    )
     model = Transformer(config)
     clipped = []
     clip = torch.nn.utils.clip_grad_norm_
@@ -143,8 +159,9 @@ def test_gradient_clipping_bounds_the_update(monkeypatch):
 def test_training_learns_the_reverse_task():
     torch.manual_seed(0)
     task = ReverseDigits(1, 3)
-    config = TransformerConfig(src_vocab_size=14, tgt_vocab_size=14, d_model=32, n_heads=2, d_ff=64,
-                               n_layers=1, dropout=0.0, max_len=16)
+    config = TransformerConfig(
+        src_vocab_size=14, tgt_vocab_size=14, d_model=32, n_heads=2, d_ff=64, n_layers=1, dropout=0.0, max_len=16
+    )
     h = train(Transformer(config), lambda: task.train_batch(32), 150, warmup=30, progress=False)
     assert sum(h.loss[-10:]) / 10 < 0.6 * sum(h.loss[:10]) / 10
 
@@ -233,8 +250,9 @@ def test_training_figures():
     for lang, word in (("es", "paso"), ("en", "step")):
         fig = plot_lr_schedule({"a": [noam_lr(s, 64, 10) for s in range(1, 50)]}, lang=lang, peaks={"a": 10})
         assert word in fig.axes[0].get_xlabel()
-        fig = plot_losses({"train": torch.linspace(3, 1, 40)}, lang=lang, val={"val": ([10, 20], [2.0, 1.5])},
-                          hlines={"ln V": 2.5})
+        fig = plot_losses(
+            {"train": torch.linspace(3, 1, 40)}, lang=lang, val={"val": ([10, 20], [2.0, 1.5])}, hlines={"ln V": 2.5}
+        )
         assert word in fig.axes[0].get_xlabel() and len(fig.axes[0].lines) == 4  # faint, mean, val, hline
         fig = plot_accuracy_by_digits({"g": ([5, 12, 13, 14], [True, True, False, True])}, lang=lang)
         labels = [t.get_text() for t in fig.axes[0].texts]
@@ -244,12 +262,22 @@ def test_training_figures():
 def test_keep_best_ends_with_the_lowest_validation_loss():
     torch.manual_seed(0)
     task = ReverseDigits(1, 4)
-    config = TransformerConfig(src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32,
-                               n_layers=1, dropout=0.0, max_len=16)
+    config = TransformerConfig(
+        src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0, max_len=16
+    )
     model = Transformer(config)
     val = task.batch_of(task.sample(32))
-    h = train(model, lambda: task.train_batch(16), 40, warmup=5, lr_factor=3.0, val_batch=val, eval_every=5,
-              keep_best=True, progress=False)
+    h = train(
+        model,
+        lambda: task.train_batch(16),
+        40,
+        warmup=5,
+        lr_factor=3.0,
+        val_batch=val,
+        eval_every=5,
+        keep_best=True,
+        progress=False,
+    )
     best = min(range(len(h.val_loss)), key=h.val_loss.__getitem__)
     assert h.best_step == h.val_step[best]
     assert train_mod.validation_loss(model, val) == pytest.approx(h.val_loss[best], abs=1e-6)
@@ -263,8 +291,9 @@ def test_snapshots_hold_the_weights_of_that_step():
     early = six.snapshot(3)
     for (k, a), b in zip(early.model.state_dict().items(), three.model.state_dict().values()):
         assert torch.equal(a, b), k
-    assert not all(torch.equal(a, b) for a, b in zip(early.model.state_dict().values(),
-                                                     six.model.state_dict().values()))
+    assert not all(
+        torch.equal(a, b) for a, b in zip(early.model.state_dict().values(), six.model.state_dict().values())
+    )
 
 
 def test_snapshots_survive_a_checkpoint(tmp_path):

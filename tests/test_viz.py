@@ -30,10 +30,32 @@ def texts(fig: Figure) -> str:
 
 
 # words that only one of the languages may show
-SPANISH_ONLY = ["Atención", "Suma y normalización", "Red prealimentada", "Lineal", "salida", "entrada",
-                "Codificador", "Decodificador", "Codificación", "Concatenar", "cabeza"]
-ENGLISH_ONLY = ["Attention", "Add & Norm", "Feed", "Linear", "output", "input", "Encoder", "Decoder",
-                "Encoding", "Concat", "head"]
+SPANISH_ONLY = [
+    "Atención",
+    "Suma y normalización",
+    "Red prealimentada",
+    "Lineal",
+    "salida",
+    "entrada",
+    "Codificador",
+    "Decodificador",
+    "Codificación",
+    "Concatenar",
+    "cabeza",
+]
+ENGLISH_ONLY = [
+    "Attention",
+    "Add & Norm",
+    "Feed",
+    "Linear",
+    "output",
+    "input",
+    "Encoder",
+    "Decoder",
+    "Encoding",
+    "Concat",
+    "head",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -57,12 +79,34 @@ def test_diagram_labels_in_its_language(name, lang):
 
 def test_transformer_diagram_has_every_part():
     for lang, parts in {
-        "en": ["Input\nEmbedding", "Output\nEmbedding", "Positional\nEncoding", "Masked Multi-Head",
-               "Cross-Attention", "Add & Norm", "Feed\nForward", "Linear", "Softmax", "Output Probabilities",
-               "shifted right", "N×"],
-        "es": ["Embedding\nde entrada", "Embedding\nde salida", "Codificación\nposicional", "enmascarada",
-               "Atención cruzada", "Suma y normalización", "Red prealimentada", "Lineal", "Softmax",
-               "Probabilidades de salida", "desplazadas", "N×"],
+        "en": [
+            "Input\nEmbedding",
+            "Output\nEmbedding",
+            "Positional\nEncoding",
+            "Masked Multi-Head",
+            "Cross-Attention",
+            "Add & Norm",
+            "Feed\nForward",
+            "Linear",
+            "Softmax",
+            "Output Probabilities",
+            "shifted right",
+            "N×",
+        ],
+        "es": [
+            "Embedding\nde entrada",
+            "Embedding\nde salida",
+            "Codificación\nposicional",
+            "enmascarada",
+            "Atención cruzada",
+            "Suma y normalización",
+            "Red prealimentada",
+            "Lineal",
+            "Softmax",
+            "Probabilidades de salida",
+            "desplazadas",
+            "N×",
+        ],
     }.items():
         text = texts(diagrams.draw_transformer(lang))
         missing = [p for p in parts if p not in text]
@@ -117,8 +161,12 @@ def test_image_comparison_sees_a_changed_label(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_committed_diagrams_are_what_the_code_draws(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "draw_diagrams.py"), "--out", str(tmp_path)],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "draw_diagrams.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     drawn = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.png"))
     assert drawn, "tools/draw_diagrams.py drew nothing"
@@ -136,9 +184,14 @@ def test_every_image_is_used():
     """An image in img/ is embedded by a notebook source or shown by the README; nothing else is kept."""
     users = [*(ROOT / "notebooks" / "source").glob("*.md"), ROOT / "README.md"]
     text = "\n".join(p.read_text(encoding="utf-8") for p in users)
-    unused = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "img").rglob("*"))
-              if p.is_file() and p.relative_to(ROOT).as_posix() not in text]
-    assert not unused, f"images that no notebook or README uses (delete them or their line in tools/draw_diagrams.py): {unused}"
+    unused = [
+        p.relative_to(ROOT).as_posix()
+        for p in sorted((ROOT / "img").rglob("*"))
+        if p.is_file() and p.relative_to(ROOT).as_posix() not in text
+    ]
+    assert not unused, (
+        f"images that no notebook or README uses (delete them or their line in tools/draw_diagrams.py): {unused}"
+    )
 
 
 # --------------------------------------------------------------------------- positional figures
@@ -155,13 +208,16 @@ def positional_figures(lang: str) -> dict[str, Figure]:
     w = torch.softmax(torch.randn(4, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
     return {
         "encoding": viz_pos.plot_encoding(pe, lang=lang),
-        "encodings": viz_pos.plot_encodings([pe, sinusoidal_encoding(30, 16, interleaved=False)], ["A", "B"], lang=lang),
+        "encodings": viz_pos.plot_encodings(
+            [pe, sinusoidal_encoding(30, 16, interleaved=False)], ["A", "B"], lang=lang
+        ),
         "waves": viz_pos.plot_waves(pe, dims=[0, 1, 6], lang=lang),
         "similarity": viz_pos.plot_similarity(sim, row=10, lang=lang),
         "similarities": viz_pos.plot_similarities([sim, sim / 2], ["A", "B"], lang=lang),
         "rotation": viz_pos.plot_rotation_matrix(torch.eye(4), lang=lang),
-        "permuted": viz_pos.plot_permuted_attention(w, list("abcd"), w[[1, 0, 2, 3]][:, [1, 0, 2, 3]], list("bacd"),
-                                                    lang=lang),
+        "permuted": viz_pos.plot_permuted_attention(
+            w, list("abcd"), w[[1, 0, 2, 3]][:, [1, 0, 2, 3]], list("bacd"), lang=lang
+        ),
     }
 
 

@@ -39,8 +39,12 @@ def images(fig: Figure) -> list[np.ndarray]:
 @pytest.mark.parametrize("lang,word,other", [("es", "claves", "keys\n"), ("en", "keys", "claves")])
 def test_labels_in_the_callers_language(lang, word, other):
     w = torch.softmax(torch.randn(3, 4), dim=-1)
-    for fig in (plot_attention(w, lang=lang), plot_heads(w[None].repeat(2, 1, 1), lang=lang),
-                plot_mask(w > 0.2, lang=lang), plot_masks([w > 0.2, w > 0.3], lang=lang)):
+    for fig in (
+        plot_attention(w, lang=lang),
+        plot_heads(w[None].repeat(2, 1, 1), lang=lang),
+        plot_mask(w > 0.2, lang=lang),
+        plot_masks([w > 0.2, w > 0.3], lang=lang),
+    ):
         assert isinstance(fig, Figure)
         text = texts(fig) + "\n"
         assert word in text and other not in text

@@ -164,7 +164,7 @@ def title_cell(src: Source, lang: str) -> str:
     )
 
 
-SETUP_CODE = '''\
+SETUP_CODE = """\
 # «Preparación: en Colab instala el paquete del curso (torch ya viene|Setup: in Colab this installs the course package (torch is already»
 # «instalado); en tu equipo no hace nada más.|there); elsewhere it does nothing more.»
 import subprocess
@@ -179,7 +179,7 @@ from minitransformer.runtime import setup
 
 LANG = "es"  # «idioma de las figuras y de los mensajes|language of figures and messages»
 # «semilla fija: en el mismo tipo de máquina, los mismos números|fixed seed: the same numbers on the same kind of machine»
-device = setup(seed=0, lang=LANG)'''
+device = setup(seed=0, lang=LANG)"""
 
 
 def markdown_cell(text: str, cell_id: str) -> nbformat.NotebookNode:
@@ -250,6 +250,7 @@ def sources(numbers: list[str] | None = None) -> list[Source]:
 
 def same_sources(a: nbformat.NotebookNode, b: nbformat.NotebookNode) -> bool:
     """Same cells (ids, kinds, sources, attachments); outputs are not compared."""
+
     def strip(nb):
         return [(c.get("id"), c["cell_type"], c["source"], c.get("attachments")) for c in nb["cells"]]
 
@@ -326,14 +327,18 @@ def _prose_spans(code: str) -> list[tuple[int, int, bool]]:
     starts = [0]
     for line in code.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
-    prose = {tokenize.COMMENT, tokenize.STRING} | {getattr(tokenize, n) for n in ("FSTRING_MIDDLE",)
-                                                   if hasattr(tokenize, n)}
+    prose = {tokenize.COMMENT, tokenize.STRING} | {
+        getattr(tokenize, n) for n in ("FSTRING_MIDDLE",) if hasattr(tokenize, n)
+    }
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code + "\n").readline))
     except (tokenize.TokenError, SyntaxError):
         return []
-    return [(starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1], t.type == tokenize.COMMENT)
-            for t in tokens if t.type in prose]
+    return [
+        (starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1], t.type == tokenize.COMMENT)
+        for t in tokens
+        if t.type in prose
+    ]
 
 
 def _slide_to_pair(old: str, at: int, text: str, spans, segments, in_prose) -> tuple[int, str]:
@@ -365,7 +370,7 @@ def map_code_edit(raw: str, lang: str, edited: str, where: str) -> tuple[str, bo
     segments: list = []  # literal text (str) and pairs ({"es": ..., "en": ...}) alternate
     pos = 0
     for m in INLINE.finditer(raw):
-        segments += [raw[pos:m.start()], {"es": m.group(1), "en": m.group(2)}]
+        segments += [raw[pos : m.start()], {"es": m.group(1), "en": m.group(2)}]
         pos = m.end()
     segments.append(raw[pos:])
     text = lambda seg: seg if isinstance(seg, str) else seg[lang]  # noqa: E731
@@ -399,21 +404,23 @@ def map_code_edit(raw: str, lang: str, edited: str, where: str) -> tuple[str, bo
         if len(touched) > 1:
             whole = all(isinstance(segments[k], str) or (i1 <= spans[k][0] and spans[k][1] <= i2) for k in touched)
             if new or not whole:
-                raise CannotImport(f"{where}: an edit changes a «es|en» text together with the code around it "
-                                   f"({old[i1:i2]!r} -> {new!r}); make it in the source")
+                raise CannotImport(
+                    f"{where}: an edit changes a «es|en» text together with the code around it "
+                    f"({old[i1:i2]!r} -> {new!r}); make it in the source"
+                )
             for k in touched:  # a deletion that swallows whole pairs
                 a, b = spans[k]
                 if isinstance(segments[k], str):
-                    segments[k] = segments[k][: max(i1 - a, 0)] + segments[k][min(i2, b) - a:]
+                    segments[k] = segments[k][: max(i1 - a, 0)] + segments[k][min(i2, b) - a :]
                 else:
                     segments[k] = ""
             continue
         k = touched[0]
         a = spans[k][0]
         if isinstance(segments[k], str):
-            segments[k] = segments[k][: i1 - a] + new + segments[k][i2 - a:]
+            segments[k] = segments[k][: i1 - a] + new + segments[k][i2 - a :]
         else:
-            segments[k][lang] = segments[k][lang][: i1 - a] + new + segments[k][lang][i2 - a:]
+            segments[k][lang] = segments[k][lang][: i1 - a] + new + segments[k][lang][i2 - a :]
             one_side = True
     pieces = []
     for seg in segments:
@@ -429,8 +436,10 @@ def map_code_edit(raw: str, lang: str, edited: str, where: str) -> tuple[str, bo
     assert translate(new_raw, lang, where) == edited, "internal error: the mapped source does not rebuild the edit"
     skeletons = [code_skeleton(translate(new_raw, side, where)) for side in LANGS]
     if skeletons[0] != skeletons[1]:
-        raise CannotImport(f"{where}: after this edit the Spanish and English code would differ outside comments "
-                           "and strings; shared code is edited once, in the source")
+        raise CannotImport(
+            f"{where}: after this edit the Spanish and English code would differ outside comments "
+            "and strings; shared code is edited once, in the source"
+        )
     return new_raw, one_side
 
 
@@ -441,8 +450,10 @@ def _unembed(text: str, source_text: str, where: str) -> str:
     def back(m: re.Match) -> str:
         name = m.group(2)
         if name not in paths:
-            raise CannotImport(f"{where}: the image {name!r} is new; save it under img/es and img/en and write "
-                               "![alt](img/<lang>/<file>) in the source")
+            raise CannotImport(
+                f"{where}: the image {name!r} is new; save it under img/es and img/en and write "
+                "![alt](img/<lang>/<file>) in the source"
+            )
         return f"![{m.group(1)}]({paths[name]})"
 
     return re.sub(r"!\[([^\]]*)\]\(attachment:([^)\s]+)\)", back, text)
@@ -506,21 +517,27 @@ def import_notebook(path: Path) -> list[str]:
     problems: list[str] = []
     notes: list[str] = []
     if not any(c.get("id") in index or c.get("id") in generated for c in edited["cells"]):
-        raise CannotImport(f"{path.name}: none of its cell ids is one the source builds; run "
-                           f"`python tools/notebooks.py build {number}` first, then make the edit again")
+        raise CannotImport(
+            f"{path.name}: none of its cell ids is one the source builds; run "
+            f"`python tools/notebooks.py build {number}` first, then make the edit again"
+        )
     other = "en" if lang == "es" else "es"
     twin = src.notebook_path(other)
     if twin.exists() and not same_sources(nbformat.read(twin, as_version=4), build_notebook(src, other)):
-        problems.append(f"{twin.relative_to(ROOT)} is not what the source builds either (edited too, or not rebuilt): "
-                        "import one language at a time, onto a pair freshly built from the source")
+        problems.append(
+            f"{twin.relative_to(ROOT)} is not what the source builds either (edited too, or not rebuilt): "
+            "import one language at a time, onto a pair freshly built from the source"
+        )
     for gid, cell in generated.items():
         found = [n for n, c in enumerate(edited["cells"]) if c.get("id") == gid]
         what = "title" if gid.endswith("title") else "setup"
         if not found:
             problems.append(f"the {what} cell was deleted; it is generated by tools/notebooks.py")
         elif edited["cells"][found[0]]["source"] != cell["source"]:
-            problems.append(f"cell {found[0]} (the {what} cell) is generated: change "
-                            f"{'title_cell' if what == 'title' else 'SETUP_CODE'} in tools/notebooks.py instead")
+            problems.append(
+                f"cell {found[0]} (the {what} cell) is generated: change "
+                f"{'title_cell' if what == 'title' else 'SETUP_CODE'} in tools/notebooks.py instead"
+            )
     order: list[int] = []
     new_text: dict[int, dict[str, str] | str] = {}
     for n, cell in enumerate(edited["cells"]):
@@ -529,8 +546,10 @@ def import_notebook(path: Path) -> list[str]:
             continue
         where = f"{path.name}, cell {n}"
         if cid not in index:
-            problems.append(f"{where} is new, in one language only: add it to {name} (a markdown cell in both "
-                            "languages; a code cell once, with «es|en» for its comments and strings)")
+            problems.append(
+                f"{where} is new, in one language only: add it to {name} (a markdown cell in both "
+                "languages; a code cell once, with «es|en» for its comments and strings)"
+            )
             continue
         i = index[cid]
         kind, text = src.cells[i]
@@ -564,8 +583,10 @@ def import_notebook(path: Path) -> list[str]:
         if i in new_text:
             kind = src.cells[i][0]
             if kind == "markdown":
-                blocks = [(marker, _with_body(lines, new_text[i][side], fenced=False))
-                          for (marker, lines), side in zip(blocks, LANGS, strict=True)]
+                blocks = [
+                    (marker, _with_body(lines, new_text[i][side], fenced=False))
+                    for (marker, lines), side in zip(blocks, LANGS, strict=True)
+                ]
             else:
                 blocks = [(blocks[0][0], _with_body(blocks[0][1], new_text[i], fenced=True))]
         for marker, lines in blocks:
@@ -624,7 +645,10 @@ TABLE_START, TABLE_END = "<!-- notebooks:start -->", "<!-- notebooks:end -->"
 def readme_tables(srcs: list[Source]) -> dict[str, str]:
     """The README's list of notebooks, per language, with links and Colab badges."""
     tables = {}
-    head = {"es": "| Nº | Cuaderno | Colab |\n| --- | --- | --- |", "en": "| No. | Notebook | Colab |\n| --- | --- | --- |"}
+    head = {
+        "es": "| Nº | Cuaderno | Colab |\n| --- | --- | --- |",
+        "en": "| No. | Notebook | Colab |\n| --- | --- | --- |",
+    }
     for lang in LANGS:
         rows = [head[lang]]
         for src in srcs:

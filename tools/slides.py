@@ -229,8 +229,13 @@ def build_deck(path: Path, out: Path, lang: str, export=None) -> Path:
     nb.cells[0].source = OTHER_LANGUAGE.sub(r"(\1.html)", nb.cells[0].source)
     body, _ = export.from_notebook_node(
         nb,
-        resources={"course_static": "../_static", "width": WIDTH, "height": HEIGHT,
-                   "language_code": lang, "metadata": {"name": title(nb, path)}},
+        resources={
+            "course_static": "../_static",
+            "width": WIDTH,
+            "height": HEIGHT,
+            "language_code": lang,
+            "metadata": {"name": title(nb, path)},
+        },
     )
     deck = out / lang / f"{path.stem}.html"
     deck.parent.mkdir(parents=True, exist_ok=True)

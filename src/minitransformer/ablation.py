@@ -25,8 +25,19 @@ from torch import Tensor, nn
 from .i18n import check_lang, error, tr
 from .modern import ModernConfig, ModernTransformer
 
-__all__ = ["AblationSetup", "FULL_SETUP", "LIVE_SETUP", "Variant", "VARIANTS", "counting_task", "train_variant",
-           "run_ablation", "ablation_rows", "format_table", "MEASURED"]
+__all__ = [
+    "AblationSetup",
+    "FULL_SETUP",
+    "LIVE_SETUP",
+    "Variant",
+    "VARIANTS",
+    "counting_task",
+    "train_variant",
+    "run_ablation",
+    "ablation_rows",
+    "format_table",
+    "MEASURED",
+]
 
 
 @dataclass(frozen=True)
@@ -68,29 +79,60 @@ class Variant:
         if self.model == "gpt":
             from .gpt import GPT, GPTConfig
 
-            return GPT(GPTConfig(vocab_size=vocab_size, max_len=max_len, d_model=setup.d_model,
-                                 n_heads=setup.n_heads, n_layers=setup.n_layers, d_ff=setup.d_ff_plain,
-                                 dropout=0.0, pad_id=pad_id))
+            return GPT(
+                GPTConfig(
+                    vocab_size=vocab_size,
+                    max_len=max_len,
+                    d_model=setup.d_model,
+                    n_heads=setup.n_heads,
+                    n_layers=setup.n_layers,
+                    d_ff=setup.d_ff_plain,
+                    dropout=0.0,
+                    pad_id=pad_id,
+                )
+            )
         d_ff = setup.d_ff_swiglu if self.change.get("feed_forward", "swiglu") == "swiglu" else setup.d_ff_plain
-        config = ModernConfig(vocab_size=vocab_size, d_model=setup.d_model, n_heads=setup.n_heads,
-                              n_layers=setup.n_layers, d_ff=d_ff, max_len=max_len, **self.change)
+        config = ModernConfig(
+            vocab_size=vocab_size,
+            d_model=setup.d_model,
+            n_heads=setup.n_heads,
+            n_layers=setup.n_layers,
+            d_ff=d_ff,
+            max_len=max_len,
+            **self.change,
+        )
         return ModernTransformer(config)
 
 
 VARIANTS: tuple[Variant, ...] = (
-    Variant("modern", "moderno (RoPE, RMSNorm, SwiGLU, pre-norm, sin sesgos)",
-            "modern (RoPE, RMSNorm, SwiGLU, pre-norm, no biases)"),
+    Variant(
+        "modern",
+        "moderno (RoPE, RMSNorm, SwiGLU, pre-norm, sin sesgos)",
+        "modern (RoPE, RMSNorm, SwiGLU, pre-norm, no biases)",
+    ),
     Variant("gpt", "modelo del cuaderno 09 (GPT-2)", "notebook 09's model (GPT-2)", model="gpt"),
-    Variant("sinusoidal", "posiciones sinusoidales en vez de RoPE", "sinusoidal positions instead of RoPE",
-            {"positional": "sinusoidal"}),
-    Variant("learned", "posiciones aprendidas en vez de RoPE", "learned positions instead of RoPE",
-            {"positional": "learned"}),
+    Variant(
+        "sinusoidal",
+        "posiciones sinusoidales en vez de RoPE",
+        "sinusoidal positions instead of RoPE",
+        {"positional": "sinusoidal"},
+    ),
+    Variant(
+        "learned",
+        "posiciones aprendidas en vez de RoPE",
+        "learned positions instead of RoPE",
+        {"positional": "learned"},
+    ),
     Variant("layernorm", "LayerNorm en vez de RMSNorm", "LayerNorm instead of RMSNorm", {"norm": "layer"}),
     Variant("relu", "ReLU en vez de SwiGLU", "ReLU instead of SwiGLU", {"feed_forward": "relu"}),
     Variant("post_norm", "post-norm (sin calentamiento)", "post-norm (no warm-up)", {"norm_first": False}),
     Variant("no_scale", "sin dividir entre √d_k", "no division by √d_k", {"scale_scores": False}),
-    Variant("leaky_mask", "máscara causal rota (ve el siguiente token)", "broken causal mask (sees the next token)",
-            leaky_mask=True),
+    Variant(
+        "leaky_mask",
+        "máscara causal rota (ve el siguiente token)",
+        "broken causal mask (sees the next token)",
+        leaky_mask=True,
+    ),
 )
 
 
@@ -137,10 +179,10 @@ def train_variant(
     max_len = 2 * val_tokens.size(1) + 8
     torch.manual_seed(seed)
     model = variant.build(vocab_size, max_len, pad_id, setup)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=setup.lr, betas=(0.9, 0.95),
-                                  weight_decay=setup.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=setup.lr, betas=(0.9, 0.95), weight_decay=setup.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / setup.steps)))  # no warm-up
+        optimizer, lambda step: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / setup.steps))
+    )  # no warm-up
     rng = random.Random(seed)
     model.train()
     for _ in range(setup.steps):
@@ -185,8 +227,9 @@ def run_ablation(
     try:
         for variant in variants:
             start = time.perf_counter()
-            results[variant.name] = [train_variant(variant, next_batch, val_tokens, vocab_size, pad_id, s, setup)
-                                     for s in seeds]
+            results[variant.name] = [
+                train_variant(variant, next_batch, val_tokens, vocab_size, pad_id, s, setup) for s in seeds
+            ]
             if progress:
                 print(f"{variant.name}: {results[variant.name]} ({time.perf_counter() - start:.0f} s)", flush=True)
     finally:
@@ -216,25 +259,34 @@ def format_table(results: dict[str, list[float]], lang: str = "es", digits: int 
         return text.replace(".", ",") if lang == "es" else text
 
     n_seeds = max(len(v) for v in results.values())
-    head = [tr(lang, "variante", "variant"), tr(lang, "pérdida val.", "val. loss"),
-            tr(lang, f"± desv. ({n_seeds} semillas)", f"± std ({n_seeds} seeds)"),
-            tr(lang, "Δ frente al moderno", "Δ vs modern")]
-    body = [[labels.get(name, name), num(mean), num(spread), num(delta, sign=True)]
-            for name, mean, spread, delta in ablation_rows(results)]
+    head = [
+        tr(lang, "variante", "variant"),
+        tr(lang, "pérdida val.", "val. loss"),
+        tr(lang, f"± desv. ({n_seeds} semillas)", f"± std ({n_seeds} seeds)"),
+        tr(lang, "Δ frente al moderno", "Δ vs modern"),
+    ]
+    body = [
+        [labels.get(name, name), num(mean), num(spread), num(delta, sign=True)]
+        for name, mean, spread, delta in ablation_rows(results)
+    ]
     widths = [max(len(r[i]) for r in [head] + body) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in [head] + body]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in [head] + body
+    ]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 
 
 # measured by benchmarks/ablation.py: seeds [0, 1, 2, 3, 4], 400 steps
-MEASURED: dict[str, list[float]] = {'modern': [0.6647, 0.662, 0.664, 0.6627, 0.665],
- 'gpt': [0.8214, 0.8379, 0.9638, 0.9386, 0.8927],
- 'sinusoidal': [1.3132, 1.3224, 1.3257, 1.3645, 1.3709],
- 'learned': [0.6668, 0.668, 0.6665, 0.6647, 0.6653],
- 'layernorm': [0.665, 0.6621, 0.6642, 0.6625, 0.6668],
- 'relu': [0.6757, 0.6664, 0.6696, 0.668, 0.6727],
- 'post_norm': [0.8356, 0.9345, 0.9782, 1.1622, 0.9908],
- 'no_scale': [0.6639, 0.663, 0.6633, 0.6625, 0.6634],
- 'leaky_mask': [6.8572, 7.0764, 8.0657, 6.319, 7.5811]}
+MEASURED: dict[str, list[float]] = {
+    "modern": [0.6647, 0.662, 0.664, 0.6627, 0.665],
+    "gpt": [0.8214, 0.8379, 0.9638, 0.9386, 0.8927],
+    "sinusoidal": [1.3132, 1.3224, 1.3257, 1.3645, 1.3709],
+    "learned": [0.6668, 0.668, 0.6665, 0.6647, 0.6653],
+    "layernorm": [0.665, 0.6621, 0.6642, 0.6625, 0.6668],
+    "relu": [0.6757, 0.6664, 0.6696, 0.668, 0.6727],
+    "post_norm": [0.8356, 0.9345, 0.9782, 1.1622, 0.9908],
+    "no_scale": [0.6639, 0.663, 0.6633, 0.6625, 0.6634],
+    "leaky_mask": [6.8572, 7.0764, 8.0657, 6.319, 7.5811],
+}

@@ -83,10 +83,7 @@ def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "e
     head = tr(lang, ("número", "español", "predicción", "error"), ("number", "Spanish", "predicted", "mistake"))
     if not mistakes:
         return tr(lang, "(ningún error)", "(no mistakes)")
-    rows = [
-        (integer(n), es, pred, classify_mistake(pred, exp, lang))
-        for n, es, pred, exp in mistakes[:limit]
-    ]
+    rows = [(integer(n), es, pred, classify_mistake(pred, exp, lang)) for n, es, pred, exp in mistakes[:limit]]
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
     out = [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]

@@ -55,7 +55,11 @@ def attention_weights_needed(needed: bool) -> Iterator[None]:
 
 
 def fast_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
     scale: float | None = None,
 ) -> Tensor:
     """The output of attention from ``F.scaled_dot_product_attention``, with the course's masks.
@@ -113,14 +117,11 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
         raise error(
             f"la máscara de forma {tuple(mask.shape)} no se difunde (broadcast) a la forma de las "
             f"puntuaciones {tuple(scores_shape)}",
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-            f"{tuple(scores_shape)}",
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(scores_shape)}",
         )
 
 
-def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """softmax(q kᵀ / √d_k) v, with an optional boolean mask.
 
     Args:
@@ -184,7 +185,11 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
         cache: AttentionCache | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` to ``key``/``value``.

@@ -63,11 +63,15 @@ class CountingCorpus:
 
     def __init__(self, max_number: int = 1000, min_count: int = 2, max_count: int = 6):
         if not 2 <= max_number <= 1_000_000:
-            raise error(f"max_number debe estar entre 2 y 1 000 000, no {max_number}",
-                        f"max_number must lie between 2 and 1 000 000, got {max_number}")
+            raise error(
+                f"max_number debe estar entre 2 y 1 000 000, no {max_number}",
+                f"max_number must lie between 2 and 1 000 000, got {max_number}",
+            )
         if not 1 <= min_count <= max_count < max_number:
-            raise error(f"hace falta 1 ≤ min_count ≤ max_count < max_number, no {min_count}, {max_count}",
-                        f"1 ≤ min_count ≤ max_count < max_number is needed, got {min_count}, {max_count}")
+            raise error(
+                f"hace falta 1 ≤ min_count ≤ max_count < max_number, no {min_count}, {max_count}",
+                f"1 ≤ min_count ≤ max_count < max_number is needed, got {min_count}, {max_count}",
+            )
         self.max_number, self.min_count, self.max_count = max_number, min_count, max_count
         words: dict[str, None] = {}
         self.spelled: dict[str, dict[str, int]] = {}  # lang -> spelling -> number
@@ -84,15 +88,15 @@ class CountingCorpus:
     @property
     def longest_line(self) -> int:
         """Tokens in the longest line (with ``<bos>`` and ``<eos>``)."""
-        return max(self.max_count * (1 + max(len(s.split()) for s in self.spelled[lang])) + 2
-                   for lang in LANG_TAGS)
+        return max(self.max_count * (1 + max(len(s.split()) for s in self.spelled[lang])) + 2 for lang in LANG_TAGS)
 
     def line(self, start: int, count: int, lang: str) -> list[int]:
         """Ids of the line counting ``count`` numbers from ``start`` in ``lang``."""
         check_lang(lang)
         if start < 0 or count < 1 or start + count > self.max_number:
-            raise error(f"los números deben estar en [0, {self.max_number})",
-                        f"the numbers must lie in [0, {self.max_number})")
+            raise error(
+                f"los números deben estar en [0, {self.max_number})", f"the numbers must lie in [0, {self.max_number})"
+            )
         words = [LANG_TAGS[lang]]
         for i, n in enumerate(range(start, start + count)):
             words += ([SEPARATOR] if i else []) + spell_number(n, lang).split()
@@ -138,7 +142,7 @@ class CountingCorpus:
         ended = self.vocab.eos_id in body
         if ended:
             body = body[: body.index(self.vocab.eos_id)]
-            rest = ids[2 + len(body) + 1:]
+            rest = ids[2 + len(body) + 1 :]
         else:
             rest = []
         chunks, current = [], []
@@ -151,7 +155,9 @@ class CountingCorpus:
         chunks.append(current)
         numbers = [self.spelled[lang].get(" ".join(self.vocab.tokens[i] for i in c)) for c in chunks]
         valid = (
-            ended and not rest and len(numbers) >= self.min_count
+            ended
+            and not rest
+            and len(numbers) >= self.min_count
             and all(n is not None for n in numbers)
             and all(b == a + 1 for a, b in zip(numbers, numbers[1:]))
         )

@@ -75,19 +75,25 @@ _ES_UNITS = (
     "dieciséis diecisiete dieciocho diecinueve veinte veintiuno veintidós veintitrés "
     "veinticuatro veinticinco veintiséis veintisiete veintiocho veintinueve"
 ).split()  # 0..29: one word each
-_ES_TENS = {3: "treinta", 4: "cuarenta", 5: "cincuenta", 6: "sesenta", 7: "setenta",
-            8: "ochenta", 9: "noventa"}
-_ES_HUNDREDS = {1: "ciento", 2: "doscientos", 3: "trescientos", 4: "cuatrocientos",
-                5: "quinientos", 6: "seiscientos", 7: "setecientos", 8: "ochocientos",
-                9: "novecientos"}
+_ES_TENS = {3: "treinta", 4: "cuarenta", 5: "cincuenta", 6: "sesenta", 7: "setenta", 8: "ochenta", 9: "noventa"}
+_ES_HUNDREDS = {
+    1: "ciento",
+    2: "doscientos",
+    3: "trescientos",
+    4: "cuatrocientos",
+    5: "quinientos",
+    6: "seiscientos",
+    7: "setecientos",
+    8: "ochocientos",
+    9: "novecientos",
+}
 _ES_APOCOPE = {"uno": "un", "veintiuno": "veintiún"}  # before "mil"
 
 _EN_UNITS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen"
 ).split()  # 0..19
-_EN_TENS = {2: "twenty", 3: "thirty", 4: "forty", 5: "fifty", 6: "sixty", 7: "seventy",
-            8: "eighty", 9: "ninety"}
+_EN_TENS = {2: "twenty", 3: "thirty", 4: "forty", 5: "fifty", 6: "sixty", 7: "seventy", 8: "eighty", 9: "ninety"}
 
 
 def _es_below_100(n: int) -> list[str]:
@@ -241,7 +247,7 @@ class Vocab:
                 f"un vocabulario empieza por {SPECIALS}, no por {tuple(tokens[:4])}",
                 f"a vocabulary starts with {SPECIALS}, got {tuple(tokens[:4])}",
             )
-        return cls(tokens[len(SPECIALS):])
+        return cls(tokens[len(SPECIALS) :])
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0) -> Tensor:
@@ -280,8 +286,9 @@ class Batch:
         return int((self.tgt_out != 0).sum())
 
 
-def make_batch(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_id: int = 0,
-               bos_id: int = 1, eos_id: int = 2) -> Batch:
+def make_batch(
+    src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_id: int = 0, bos_id: int = 1, eos_id: int = 2
+) -> Batch:
     """Pad source id lists and build the shifted target pair from target id lists (no specials)."""
     if len(src) != len(tgt):
         raise error(f"{len(src)} fuentes y {len(tgt)} objetivos", f"{len(src)} sources and {len(tgt)} targets")
@@ -300,7 +307,9 @@ def batch_masks(batch: Batch, pad_id: int = 0) -> tuple[Tensor, Tensor]:
     causal-and-padding mask of the decoder's self-attention.
     """
     tgt = batch.tgt_in
-    return padding_mask(batch.src, pad_id), combine_masks(padding_mask(tgt, pad_id), causal_mask(tgt.size(1), device=tgt.device))
+    return padding_mask(batch.src, pad_id), combine_masks(
+        padding_mask(tgt, pad_id), causal_mask(tgt.size(1), device=tgt.device)
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -353,9 +362,11 @@ class NumberTranslation:
         self._train_rng = random.Random(f"train-{seed}")
 
     def __repr__(self) -> str:
-        return (f"NumberTranslation(seed={self.seed}, val={len(self.splits['val'])}, "
-                f"test={len(self.splits['test'])}, V_src={len(self.src_vocab)}, "
-                f"V_tgt={len(self.tgt_vocab)})")
+        return (
+            f"NumberTranslation(seed={self.seed}, val={len(self.splits['val'])}, "
+            f"test={len(self.splits['test'])}, V_src={len(self.src_vocab)}, "
+            f"V_tgt={len(self.tgt_vocab)})"
+        )
 
     @classmethod
     def draw(cls, d: int, rng: random.Random) -> int:
@@ -385,8 +396,7 @@ class NumberTranslation:
 
     def encode_pair(self, n: int) -> tuple[list[int], list[int]]:
         """Source and target ids of ``n`` (no specials)."""
-        return (self.src_vocab.encode(spell_number(n, "es")),
-                self.tgt_vocab.encode(spell_number(n, "en")))
+        return (self.src_vocab.encode(spell_number(n, "es")), self.tgt_vocab.encode(spell_number(n, "en")))
 
     def batch(self, numbers: Sequence[int]) -> Batch:
         """A padded batch of the given numbers."""
@@ -427,8 +437,9 @@ class ReverseDigits:
 
     def sample(self, k: int) -> list[list[str]]:
         """``k`` random digit sequences."""
-        return [[str(self.rng.randrange(10)) for _ in range(self.rng.randint(self.min_len, self.max_len))]
-                for _ in range(k)]
+        return [
+            [str(self.rng.randrange(10)) for _ in range(self.rng.randint(self.min_len, self.max_len))] for _ in range(k)
+        ]
 
     def batch_of(self, seqs: Sequence[Sequence[str]]) -> Batch:
         """The batch that reverses the given sequences."""

@@ -103,8 +103,7 @@ class _eval_mode:
         self.model.train(self.was_training)
 
 
-def _greedy(step: StepFn, B: int, bos_id: int, eos_id: int, pad_id: int, max_len: int,
-            device: torch.device) -> Decoded:
+def _greedy(step: StepFn, B: int, bos_id: int, eos_id: int, pad_id: int, max_len: int, device: torch.device) -> Decoded:
     ys = torch.full((B, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
     scores = torch.zeros(B, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
@@ -146,8 +145,9 @@ def greedy_decode(
         return _greedy(step, src.size(0), bos_id, eos_id, model.config.pad_id, max_len, src.device)
 
 
-def _beam(step: StepFn, B: int, K: int, bos_id: int, eos_id: int, pad_id: int, max_len: int,
-          device: torch.device) -> Decoded:
+def _beam(
+    step: StepFn, B: int, K: int, bos_id: int, eos_id: int, pad_id: int, max_len: int, device: torch.device
+) -> Decoded:
     alive = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (B, K, t)
     alive_scores = torch.full((B, K), float("-inf"), device=device)  # (B, K)
     alive_scores[:, 0] = 0.0  # one live beam at the start: the others would be copies of it
@@ -183,8 +183,9 @@ def _beam(step: StepFn, B: int, K: int, bos_id: int, eos_id: int, pad_id: int, m
         keep_scores, keep_pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (b, K)
         keep_beam = beam_of.gather(1, keep_pos)  # (b, K)
         keep_token = token.gather(1, keep_pos)  # (b, K)
-        grown = torch.cat([alive[src].gather(1, keep_beam[..., None].expand(b, K, t)),
-                           keep_token[..., None]], dim=2)  # (b, K, t + 1)
+        grown = torch.cat(
+            [alive[src].gather(1, keep_beam[..., None].expand(b, K, t)), keep_token[..., None]], dim=2
+        )  # (b, K, t + 1)
         alive = torch.cat([alive, torch.full_like(alive[..., :1], pad_id)], dim=2)  # (B, K, t + 1)
         alive[src] = grown
         alive_scores[src] = keep_scores

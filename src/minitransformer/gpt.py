@@ -42,8 +42,17 @@ from .kv_cache import KVCache
 from .layers import EncoderLayer
 from .sampling import check_temperature, check_top_k, check_top_p, sample_next_token
 
-__all__ = ["GPTConfig", "GPT", "from_gpt2", "generate", "train_gpt", "lm_loss", "CountingRecipe",
-           "COUNTING_RECIPE", "train_counting_gpt"]
+__all__ = [
+    "GPTConfig",
+    "GPT",
+    "from_gpt2",
+    "generate",
+    "train_gpt",
+    "lm_loss",
+    "CountingRecipe",
+    "COUNTING_RECIPE",
+    "train_counting_gpt",
+]
 
 
 @dataclass(frozen=True)
@@ -66,14 +75,20 @@ class GPTConfig:
         for name in ("vocab_size", "max_len", "d_model", "n_heads", "n_layers", "d_ff"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise error(f"{name} debe ser un entero positivo, no {value!r}",
-                            f"{name} must be a positive integer, got {value!r}")
+                raise error(
+                    f"{name} debe ser un entero positivo, no {value!r}",
+                    f"{name} must be a positive integer, got {value!r}",
+                )
         if self.d_model % self.n_heads != 0:
-            raise error(f"d_model ({self.d_model}) debe ser divisible entre n_heads ({self.n_heads})",
-                        f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+            raise error(
+                f"d_model ({self.d_model}) debe ser divisible entre n_heads ({self.n_heads})",
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})",
+            )
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
-            raise error(f"pad_id {self.pad_id} está fuera del vocabulario [0, {self.vocab_size})",
-                        f"pad_id {self.pad_id} is outside the vocabulary [0, {self.vocab_size})")
+            raise error(
+                f"pad_id {self.pad_id} está fuera del vocabulario [0, {self.vocab_size})",
+                f"pad_id {self.pad_id} is outside the vocabulary [0, {self.vocab_size})",
+            )
 
     @property
     def d_head(self) -> int:
@@ -93,8 +108,15 @@ class GPT(nn.Module):
         self.position = nn.Embedding(config.max_len, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(
-            EncoderLayer(config.d_model, config.n_heads, config.d_ff, config.dropout,
-                         norm_first=True, activation=config.activation, layer_norm_eps=config.layer_norm_eps)
+            EncoderLayer(
+                config.d_model,
+                config.n_heads,
+                config.d_ff,
+                config.dropout,
+                norm_first=True,
+                activation=config.activation,
+                layer_norm_eps=config.layer_norm_eps,
+            )
             for _ in range(config.n_layers)
         )
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
@@ -108,7 +130,9 @@ class GPT(nn.Module):
         # into the residual stream scaled by 1/√(2N) (two per block).
         for name, p in self.named_parameters():
             if p.dim() > 1:
-                std = 0.02 / math.sqrt(2 * self.config.n_layers) if name.endswith(("W_o.weight", "W_2.weight")) else 0.02
+                std = (
+                    0.02 / math.sqrt(2 * self.config.n_layers) if name.endswith(("W_o.weight", "W_2.weight")) else 0.02
+                )
                 nn.init.normal_(p, mean=0.0, std=std)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
@@ -131,7 +155,11 @@ class GPT(nn.Module):
         """
         self._check_tokens(tokens, cache)
         B, T = tokens.shape
-        real = tokens != self.config.pad_id if self.config.pad_id is not None else torch.ones_like(tokens, dtype=torch.bool)
+        real = (
+            tokens != self.config.pad_id
+            if self.config.pad_id is not None
+            else torch.ones_like(tokens, dtype=torch.bool)
+        )
         if cache is not None:
             positions, mask = cache.extend(real)  # (B, T), (B, 1, T, S)
         else:
@@ -148,21 +176,27 @@ class GPT(nn.Module):
     def _check_tokens(self, tokens: Tensor, cache: KVCache | None) -> None:
         if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.numel() == 0:
             shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-            raise error(f"los tokens deben ser un tensor (B, T) no vacío, no {shape}",
-                        f"tokens must be a non-empty (B, T) tensor, got {shape}")
+            raise error(
+                f"los tokens deben ser un tensor (B, T) no vacío, no {shape}",
+                f"tokens must be a non-empty (B, T) tensor, got {shape}",
+            )
         if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-            raise error(f"los tokens deben ser ids enteros, no {tokens.dtype}",
-                        f"tokens must be integer ids, got {tokens.dtype}")
+            raise error(
+                f"los tokens deben ser ids enteros, no {tokens.dtype}",
+                f"tokens must be integer ids, got {tokens.dtype}",
+            )
         length = tokens.size(1) + (len(cache) if cache is not None else 0)
         if length > self.config.max_len:
-            raise error(f"la secuencia tiene {length} tokens y el contexto del modelo es de "
-                        f"{self.config.max_len} (max_len)",
-                        f"the sequence has {length} tokens and the model's context is "
-                        f"{self.config.max_len} (max_len)")
+            raise error(
+                f"la secuencia tiene {length} tokens y el contexto del modelo es de {self.config.max_len} (max_len)",
+                f"the sequence has {length} tokens and the model's context is {self.config.max_len} (max_len)",
+            )
         lo, hi = int(tokens.min()), int(tokens.max())
         if lo < 0 or hi >= self.config.vocab_size:
-            raise error(f"hay un id {lo if lo < 0 else hi} fuera del vocabulario [0, {self.config.vocab_size})",
-                        f"token id {lo if lo < 0 else hi} is outside the vocabulary [0, {self.config.vocab_size})")
+            raise error(
+                f"hay un id {lo if lo < 0 else hi} fuera del vocabulario [0, {self.config.vocab_size})",
+                f"token id {lo if lo < 0 else hi} is outside the vocabulary [0, {self.config.vocab_size})",
+            )
 
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (the tied embedding counted once)."""
@@ -183,12 +217,20 @@ def from_gpt2(hf_model) -> GPT:
     hf = hf_model.config
     activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
     if hf.activation_function not in activation:
-        raise error(f"activación de GPT-2 no soportada: {hf.activation_function!r}",
-                    f"unsupported GPT-2 activation: {hf.activation_function!r}")
+        raise error(
+            f"activación de GPT-2 no soportada: {hf.activation_function!r}",
+            f"unsupported GPT-2 activation: {hf.activation_function!r}",
+        )
     config = GPTConfig(
-        vocab_size=hf.vocab_size, max_len=hf.n_positions, d_model=hf.n_embd, n_heads=hf.n_head,
-        n_layers=hf.n_layer, d_ff=hf.n_inner or 4 * hf.n_embd, dropout=0.0,
-        activation=activation[hf.activation_function], layer_norm_eps=hf.layer_norm_epsilon,
+        vocab_size=hf.vocab_size,
+        max_len=hf.n_positions,
+        d_model=hf.n_embd,
+        n_heads=hf.n_head,
+        n_layers=hf.n_layer,
+        d_ff=hf.n_inner or 4 * hf.n_embd,
+        dropout=0.0,
+        activation=activation[hf.activation_function],
+        layer_norm_eps=hf.layer_norm_epsilon,
         tie_output=bool(hf.tie_word_embeddings),
     )
     model = GPT(config)
@@ -201,8 +243,8 @@ def from_gpt2(hf_model) -> GPT:
             p = f"transformer.h.{i}."
             w, b = sd[p + "attn.c_attn.weight"], sd[p + "attn.c_attn.bias"]  # (D, 3D), (3D,)
             for j, lin in enumerate((layer.self_attn.W_q, layer.self_attn.W_k, layer.self_attn.W_v)):
-                lin.weight.copy_(w[:, j * D:(j + 1) * D].T)
-                lin.bias.copy_(b[j * D:(j + 1) * D])
+                lin.weight.copy_(w[:, j * D : (j + 1) * D].T)
+                lin.bias.copy_(b[j * D : (j + 1) * D])
             layer.self_attn.W_o.weight.copy_(sd[p + "attn.c_proj.weight"].T)
             layer.self_attn.W_o.bias.copy_(sd[p + "attn.c_proj.bias"])
             layer.feed_forward.W_1.weight.copy_(sd[p + "mlp.c_fc.weight"].T)
@@ -260,14 +302,18 @@ def generate(
     if top_p is not None:
         check_top_p(top_p)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise error(f"max_new_tokens debe ser un entero ≥ 0, no {max_new_tokens!r}",
-                    f"max_new_tokens must be an integer ≥ 0, got {max_new_tokens!r}")
+        raise error(
+            f"max_new_tokens debe ser un entero ≥ 0, no {max_new_tokens!r}",
+            f"max_new_tokens must be an integer ≥ 0, got {max_new_tokens!r}",
+        )
     config = model.config
     if prompt.dim() != 2 or prompt.size(1) + max_new_tokens > config.max_len:
-        raise error(f"el prompt ({prompt.size(-1)} tokens) más los {max_new_tokens} nuevos no caben en el "
-                    f"contexto del modelo ({config.max_len} tokens, max_len)",
-                    f"the prompt ({prompt.size(-1)} tokens) plus {max_new_tokens} new ones do not fit in the "
-                    f"model's context ({config.max_len} tokens, max_len)")
+        raise error(
+            f"el prompt ({prompt.size(-1)} tokens) más los {max_new_tokens} nuevos no caben en el "
+            f"contexto del modelo ({config.max_len} tokens, max_len)",
+            f"the prompt ({prompt.size(-1)} tokens) plus {max_new_tokens} new ones do not fit in the "
+            f"model's context ({config.max_len} tokens, max_len)",
+        )
     fill = config.pad_id if config.pad_id is not None else eos_id
     was_training = model.training
     model.eval()
@@ -305,7 +351,8 @@ def lm_loss(logits: Tensor, tokens: Tensor, pad_id: int | None) -> Tensor:
     """
     targets = tokens[:, 1:]  # (B, T - 1) the next token of each position
     return nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.size(-1)).float(), targets.reshape(-1),
+        logits[:, :-1].reshape(-1, logits.size(-1)).float(),
+        targets.reshape(-1),
         ignore_index=-100 if pad_id is None else pad_id,
     )
 
@@ -388,9 +435,16 @@ class CountingRecipe:
         return CountingCorpus(self.max_number, min_count=2, max_count=self.max_count)
 
     def config(self, corpus: CountingCorpus) -> GPTConfig:
-        return GPTConfig(vocab_size=len(corpus.vocab), max_len=self.max_len, d_model=self.d_model,
-                         n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff, dropout=0.0,
-                         pad_id=corpus.vocab.pad_id)
+        return GPTConfig(
+            vocab_size=len(corpus.vocab),
+            max_len=self.max_len,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+            d_ff=self.d_ff,
+            dropout=0.0,
+            pad_id=corpus.vocab.pad_id,
+        )
 
 
 COUNTING_RECIPE = CountingRecipe()
@@ -415,6 +469,13 @@ def train_counting_gpt(
     torch.manual_seed(seed)
     model = GPT(recipe.config(corpus))
     rng = random.Random(seed)
-    losses = train_gpt(model, lambda: corpus.batch(recipe.batch_size, rng), recipe.steps, lr=recipe.lr,
-                       warmup=recipe.warmup, device=device, progress=progress)
+    losses = train_gpt(
+        model,
+        lambda: corpus.batch(recipe.batch_size, rng),
+        recipe.steps,
+        lr=recipe.lr,
+        warmup=recipe.warmup,
+        device=device,
+        progress=progress,
+    )
     return model, corpus, losses

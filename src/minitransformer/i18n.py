@@ -7,8 +7,17 @@ notebooks, figures and exercise messages use these terms.
 from __future__ import annotations
 
 __all__ = [
-    "LANGS", "GLOSSARY", "check_lang", "tr", "set_language", "language", "say", "CourseError", "error",
-    "decimal", "integer",
+    "LANGS",
+    "GLOSSARY",
+    "check_lang",
+    "tr",
+    "set_language",
+    "language",
+    "say",
+    "CourseError",
+    "error",
+    "decimal",
+    "integer",
 ]
 
 LANGS = ("es", "en")
@@ -113,9 +122,7 @@ _language = "en"
 def check_lang(lang: str) -> str:
     """Return ``lang`` if it is ``"es"`` or ``"en"``, else raise ``ValueError``."""
     if lang not in LANGS:
-        raise CourseError(
-            f"lang debe ser 'es' o 'en', no {lang!r}", f"lang must be 'es' or 'en', got {lang!r}"
-        )
+        raise CourseError(f"lang debe ser 'es' o 'en', no {lang!r}", f"lang must be 'es' or 'en', got {lang!r}")
     return lang
 
 

@@ -120,8 +120,10 @@ class KVCache:
             self.key_mask = real[:, :0]
             self.count = torch.zeros(B, dtype=torch.long, device=real.device)
         elif self.key_mask.size(0) != B:
-            raise error(f"la caché tiene {self.key_mask.size(0)} filas, no un lote de {B}",
-                        f"the cache holds {self.key_mask.size(0)} rows, got a batch of {B}")
+            raise error(
+                f"la caché tiene {self.key_mask.size(0)} filas, no un lote de {B}",
+                f"the cache holds {self.key_mask.size(0)} rows, got a batch of {B}",
+            )
         positions = (self.count[:, None] + real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, T)
         self.count = self.count + real.long().sum(dim=1)  # (B,)
         self.key_mask = torch.cat([self.key_mask, real], dim=1)  # (B, S + T)

@@ -63,7 +63,10 @@ class TransformerConfig:
                 "share_embeddings needs src_vocab_size == tgt_vocab_size",
             )
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise error(f"pad_id {self.pad_id} está fuera de los vocabularios", f"pad_id {self.pad_id} is outside the vocabularies")
+            raise error(
+                f"pad_id {self.pad_id} está fuera de los vocabularios",
+                f"pad_id {self.pad_id} is outside the vocabularies",
+            )
 
     @property
     def d_head(self) -> int:
@@ -123,12 +126,8 @@ class Embeddings(nn.Module):
             self.position = SinusoidalPositionalEncoding(config.d_model, config.max_len)
         else:
             self.position = LearnedPositionalEmbedding(config.d_model, config.max_len)
-        self.token_type = (
-            nn.Embedding(config.n_token_types, config.d_model) if config.n_token_types else None
-        )
-        self.norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_norm else None
-        )
+        self.token_type = nn.Embedding(config.n_token_types, config.d_model) if config.n_token_types else None
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_norm else None
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, tokens: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
@@ -156,8 +155,13 @@ class Encoder(nn.Module):
         self.embeddings = embeddings or Embeddings(config.src_vocab_size, config)
         self.layers = nn.ModuleList(
             EncoderLayer(
-                config.d_model, config.n_heads, config.d_ff, config.dropout,
-                config.norm_first, config.activation, config.layer_norm_eps,
+                config.d_model,
+                config.n_heads,
+                config.d_ff,
+                config.dropout,
+                config.norm_first,
+                config.activation,
+                config.layer_norm_eps,
             )
             for _ in range(config.n_layers)
         )
@@ -198,8 +202,13 @@ class Decoder(nn.Module):
         self.embeddings = embeddings or Embeddings(config.tgt_vocab_size, config)
         self.layers = nn.ModuleList(
             DecoderLayer(
-                config.d_model, config.n_heads, config.d_ff, config.dropout,
-                config.norm_first, config.activation, config.layer_norm_eps,
+                config.d_model,
+                config.n_heads,
+                config.d_ff,
+                config.dropout,
+                config.norm_first,
+                config.activation,
+                config.layer_norm_eps,
             )
             for _ in range(config.decoder_layers)
         )

@@ -52,11 +52,14 @@ def rope_frequencies(d_head: int, base: float = 10000.0) -> Tensor:
     The same frequencies as the sinusoidal encoding's (with d_head for d_model). Shape (Dh/2,).
     """
     if d_head <= 0 or d_head % 2 != 0:
-        raise error(f"d_head debe ser par y positivo para RoPE, no {d_head}",
-                    f"d_head must be even and positive for RoPE, got {d_head}")
+        raise error(
+            f"d_head debe ser par y positivo para RoPE, no {d_head}",
+            f"d_head must be even and positive for RoPE, got {d_head}",
+        )
     if base <= 1:
-        raise error(f"la base de RoPE debe ser mayor que 1, no {base}",
-                    f"the RoPE base must be greater than 1, got {base}")
+        raise error(
+            f"la base de RoPE debe ser mayor que 1, no {base}", f"the RoPE base must be greater than 1, got {base}"
+        )
     return 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head))  # (Dh/2,)
 
 
@@ -155,8 +158,10 @@ class PlainFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = False):
         super().__init__()
         if activation not in ("relu", "gelu"):
-            raise error(f"activation debe ser 'relu' o 'gelu', no {activation!r}",
-                        f"activation must be 'relu' or 'gelu', got {activation!r}")
+            raise error(
+                f"activation debe ser 'relu' o 'gelu', no {activation!r}",
+                f"activation must be 'relu' or 'gelu', got {activation!r}",
+            )
         self.W_1 = nn.Linear(d_model, d_ff, bias=bias)
         self.W_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
@@ -218,8 +223,10 @@ class GroupedQueryAttention(nn.Module):
         """
         B, T, D = x.shape
         if D != self.d_model:
-            raise error(f"se esperaba una entrada con última dimensión d_model = {self.d_model}, no {tuple(x.shape)}",
-                        f"expected an input with last dimension d_model = {self.d_model}, got {tuple(x.shape)}")
+            raise error(
+                f"se esperaba una entrada con última dimensión d_model = {self.d_model}, no {tuple(x.shape)}",
+                f"expected an input with last dimension d_model = {self.d_model}, got {tuple(x.shape)}",
+            )
         H, Hkv, Dh = self.n_heads, self.n_kv_heads, self.d_head
         q = self.W_q(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
         k = self.W_k(x).view(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
@@ -242,21 +249,29 @@ class GroupedQueryAttention(nn.Module):
 
 def _check_heads(d_model: int, n_heads: int, n_kv_heads: int) -> None:
     if d_model <= 0 or n_heads <= 0 or n_kv_heads <= 0:
-        raise error(f"d_model, n_heads y n_kv_heads deben ser positivos, no {d_model}, {n_heads}, {n_kv_heads}",
-                    f"d_model, n_heads and n_kv_heads must be positive, got {d_model}, {n_heads}, {n_kv_heads}")
+        raise error(
+            f"d_model, n_heads y n_kv_heads deben ser positivos, no {d_model}, {n_heads}, {n_kv_heads}",
+            f"d_model, n_heads and n_kv_heads must be positive, got {d_model}, {n_heads}, {n_kv_heads}",
+        )
     if d_model % n_heads != 0:
-        raise error(f"d_model ({d_model}) debe ser divisible por n_heads ({n_heads}): cada cabeza recibe "
-                    "d_model / n_heads dimensiones",
-                    f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets "
-                    "d_model / n_heads dimensions")
+        raise error(
+            f"d_model ({d_model}) debe ser divisible por n_heads ({n_heads}): cada cabeza recibe "
+            "d_model / n_heads dimensiones",
+            f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets "
+            "d_model / n_heads dimensions",
+        )
     if n_heads % n_kv_heads != 0:
-        raise error(f"n_heads ({n_heads}) debe ser múltiplo de n_kv_heads ({n_kv_heads}): cada grupo de "
-                    "cabezas de consulta comparte una cabeza de clave y valor",
-                    f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads}): each group of "
-                    "query heads shares one key/value head")
+        raise error(
+            f"n_heads ({n_heads}) debe ser múltiplo de n_kv_heads ({n_kv_heads}): cada grupo de "
+            "cabezas de consulta comparte una cabeza de clave y valor",
+            f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads}): each group of "
+            "query heads shares one key/value head",
+        )
     if (d_model // n_heads) % 2 != 0:
-        raise error(f"d_head = d_model / n_heads = {d_model // n_heads} debe ser par (RoPE gira pares)",
-                    f"d_head = d_model / n_heads = {d_model // n_heads} must be even (RoPE turns pairs)")
+        raise error(
+            f"d_head = d_model / n_heads = {d_model // n_heads} debe ser par (RoPE gira pares)",
+            f"d_head = d_model / n_heads = {d_model // n_heads} must be even (RoPE turns pairs)",
+        )
 
 
 # --- the model --------------------------------------------------------------------------
@@ -293,17 +308,21 @@ class ModernConfig:
 
     def __post_init__(self):
         if self.vocab_size <= 0 or self.n_layers <= 0 or self.d_ff <= 0 or self.max_len <= 0:
-            raise error("vocab_size, n_layers, d_ff y max_len deben ser positivos",
-                        "vocab_size, n_layers, d_ff and max_len must be positive")
+            raise error(
+                "vocab_size, n_layers, d_ff y max_len deben ser positivos",
+                "vocab_size, n_layers, d_ff and max_len must be positive",
+            )
         _check_heads(self.d_model, self.n_heads, self.kv_heads)
         for name, allowed in _CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise error(f"{name} debe ser uno de {allowed}, no {value!r}",
-                            f"{name} must be one of {allowed}, got {value!r}")
+                raise error(
+                    f"{name} debe ser uno de {allowed}, no {value!r}", f"{name} must be one of {allowed}, got {value!r}"
+                )
         if not 0.0 <= self.dropout < 1.0:
-            raise error(f"dropout debe estar en [0, 1), no {self.dropout}",
-                        f"dropout must be in [0, 1), got {self.dropout}")
+            raise error(
+                f"dropout debe estar en [0, 1), no {self.dropout}", f"dropout must be in [0, 1), got {self.dropout}"
+            )
 
     @property
     def d_head(self) -> int:
@@ -331,8 +350,9 @@ class ModernBlock(nn.Module):
     def __init__(self, config: ModernConfig, rope: RotaryEmbedding | None = None):
         super().__init__()
         self.norm_first = config.norm_first
-        self.attn = GroupedQueryAttention(config.d_model, config.n_heads, config.kv_heads, rope,
-                                          config.scale_scores, config.dropout, config.bias)
+        self.attn = GroupedQueryAttention(
+            config.d_model, config.n_heads, config.kv_heads, rope, config.scale_scores, config.dropout, config.bias
+        )
         if config.feed_forward == "swiglu":
             self.feed_forward = SwiGLU(config.d_model, config.d_ff, config.bias)
         else:
@@ -340,7 +360,9 @@ class ModernBlock(nn.Module):
         self.norm1, self.norm2 = _norm(config), _norm(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         if self.norm_first:
             a, weights = self.attn(self.norm1(x), mask, need_weights)
             x = x + self.dropout(a)
@@ -424,21 +446,29 @@ class ModernTransformer(nn.Module):
 def _check_tokens(tokens: Tensor, config: ModernConfig) -> None:
     if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.numel() == 0:
         shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise error(f"tokens debe ser un tensor no vacío de forma (B, T), no {shape}",
-                    f"tokens must be a non-empty tensor of shape (B, T), got {shape}")
+        raise error(
+            f"tokens debe ser un tensor no vacío de forma (B, T), no {shape}",
+            f"tokens must be a non-empty tensor of shape (B, T), got {shape}",
+        )
     if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-        raise error(f"tokens debe contener ids enteros, no dtype {tokens.dtype}",
-                    f"tokens must hold integer ids, got dtype {tokens.dtype}")
+        raise error(
+            f"tokens debe contener ids enteros, no dtype {tokens.dtype}",
+            f"tokens must hold integer ids, got dtype {tokens.dtype}",
+        )
     if tokens.size(1) > config.max_len:
-        raise error(f"la secuencia tiene {tokens.size(1)} tokens y el modelo admite como mucho max_len = {config.max_len}",
-                    f"the sequence has {tokens.size(1)} tokens and the model takes at most max_len = {config.max_len}")
+        raise error(
+            f"la secuencia tiene {tokens.size(1)} tokens y el modelo admite como mucho max_len = {config.max_len}",
+            f"the sequence has {tokens.size(1)} tokens and the model takes at most max_len = {config.max_len}",
+        )
     if tokens.is_meta:
         return
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= config.vocab_size:
         bad = lo if lo < 0 else hi
-        raise error(f"el id de token {bad} está fuera del vocabulario [0, {config.vocab_size})",
-                    f"token id {bad} is outside the vocabulary [0, {config.vocab_size})")
+        raise error(
+            f"el id de token {bad} está fuera del vocabulario [0, {config.vocab_size})",
+            f"token id {bad} is outside the vocabulary [0, {config.vocab_size})",
+        )
 
 
 # --- weights from transformers' Llama ---------------------------------------------------
@@ -463,22 +493,40 @@ def from_llama(hf_model: nn.Module) -> ModernTransformer:
     if getattr(c, "head_dim", None) not in (None, c.hidden_size // c.num_attention_heads):
         problems.append(f"head_dim={c.head_dim}")
     if problems:
-        raise error(f"esta configuración de Llama no es la del curso: {', '.join(problems)}",
-                    f"this Llama configuration is not the course's: {', '.join(problems)}")
+        raise error(
+            f"esta configuración de Llama no es la del curso: {', '.join(problems)}",
+            f"this Llama configuration is not the course's: {', '.join(problems)}",
+        )
     config = ModernConfig(
-        vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads,
+        vocab_size=c.vocab_size,
+        d_model=c.hidden_size,
+        n_heads=c.num_attention_heads,
         n_kv_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
-        d_ff=c.intermediate_size, n_layers=c.num_hidden_layers, max_len=c.max_position_embeddings,
-        rope_base=float(theta), norm_eps=c.rms_norm_eps, tie_output=bool(getattr(c, "tie_word_embeddings", False)),
+        d_ff=c.intermediate_size,
+        n_layers=c.num_hidden_layers,
+        max_len=c.max_position_embeddings,
+        rope_base=float(theta),
+        norm_eps=c.rms_norm_eps,
+        tie_output=bool(getattr(c, "tie_word_embeddings", False)),
     )
     model = ModernTransformer(config)
     sd = hf_model.state_dict()
-    names = {"token.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight",
-             "lm_head.weight": "lm_head.weight"}
-    parts = {"attn.W_q": "self_attn.q_proj", "attn.W_k": "self_attn.k_proj", "attn.W_v": "self_attn.v_proj",
-             "attn.W_o": "self_attn.o_proj", "feed_forward.W_gate": "mlp.gate_proj",
-             "feed_forward.W_up": "mlp.up_proj", "feed_forward.W_down": "mlp.down_proj",
-             "norm1": "input_layernorm", "norm2": "post_attention_layernorm"}
+    names = {
+        "token.weight": "model.embed_tokens.weight",
+        "norm.weight": "model.norm.weight",
+        "lm_head.weight": "lm_head.weight",
+    }
+    parts = {
+        "attn.W_q": "self_attn.q_proj",
+        "attn.W_k": "self_attn.k_proj",
+        "attn.W_v": "self_attn.v_proj",
+        "attn.W_o": "self_attn.o_proj",
+        "feed_forward.W_gate": "mlp.gate_proj",
+        "feed_forward.W_up": "mlp.up_proj",
+        "feed_forward.W_down": "mlp.down_proj",
+        "norm1": "input_layernorm",
+        "norm2": "post_attention_layernorm",
+    }
     for i in range(config.n_layers):
         for ours, theirs in parts.items():
             names[f"blocks.{i}.{ours}.weight"] = f"model.layers.{i}.{theirs}.weight"
@@ -496,8 +544,10 @@ def from_llama(hf_model: nn.Module) -> ModernTransformer:
 
 def _check_block(block_size: int) -> None:
     if not isinstance(block_size, int) or block_size <= 0:
-        raise error(f"block_size debe ser un entero positivo, no {block_size!r}",
-                    f"block_size must be a positive integer, got {block_size!r}")
+        raise error(
+            f"block_size debe ser un entero positivo, no {block_size!r}",
+            f"block_size must be a positive integer, got {block_size!r}",
+        )
 
 
 def online_softmax(scores: Tensor, block_size: int = 16) -> Tensor:

@@ -164,7 +164,9 @@ def encoder_from_bert(bert_model: nn.Module, config: TransformerConfig) -> Encod
     encoder.load_state_dict(state, strict=True, assign=True)  # every parameter of ours is given
     left = [n for n, t in [*encoder.named_parameters(), *encoder.named_buffers()] if t.is_meta]
     if left:
-        raise error(f"pesos que el punto de control no ha fijado: {left}", f"weights not set from the checkpoint: {left}")
+        raise error(
+            f"pesos que el punto de control no ha fijado: {left}", f"weights not set from the checkpoint: {left}"
+        )
     return encoder.eval()
 
 
@@ -300,6 +302,7 @@ class PretrainedEncoder:
             def hook(module, inputs, output):
                 B, T, _ = output.shape
                 store.append(output.view(B, T, H, Dh).transpose(1, 2))  # (B, H, T, Dh)
+
             return hook
 
         handles = [self.encoder.embeddings.register_forward_hook(lambda m, i, o: hidden.append(o))]
@@ -327,9 +330,7 @@ class PretrainedEncoder:
         )
 
 
-def load_pretrained_encoder(
-    name_or_path: str | None = None, keep_reference: bool = False
-) -> PretrainedEncoder:
+def load_pretrained_encoder(name_or_path: str | None = None, keep_reference: bool = False) -> PretrainedEncoder:
     """Load a BERT checkpoint into our own :class:`Encoder`.
 
     Args:

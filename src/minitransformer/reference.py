@@ -46,8 +46,12 @@ def _factory(ours: nn.Module) -> dict:
 def to_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     """``nn.MultiheadAttention(batch_first=True)`` with our projections' weights."""
     theirs = nn.MultiheadAttention(
-        ours.d_model, ours.n_heads, dropout=ours.dropout.p, bias=ours.W_q.bias is not None,
-        batch_first=True, **_factory(ours),
+        ours.d_model,
+        ours.n_heads,
+        dropout=ours.dropout.p,
+        bias=ours.W_q.bias is not None,
+        batch_first=True,
+        **_factory(ours),
     )
     _copy_mha(ours, theirs)
     return theirs
@@ -104,15 +108,23 @@ def to_torch_transformer(ours: Transformer) -> nn.Transformer:
     cfg = ours.config
     enc_layers = [to_torch_encoder_layer(layer) for layer in ours.encoder.layers]
     dec_layers = [to_torch_decoder_layer(layer) for layer in ours.decoder.layers]
-    encoder = nn.TransformerEncoder(enc_layers[0], num_layers=len(enc_layers), norm=_clone_norm(ours.encoder.norm),
-                                    enable_nested_tensor=False)
+    encoder = nn.TransformerEncoder(
+        enc_layers[0], num_layers=len(enc_layers), norm=_clone_norm(ours.encoder.norm), enable_nested_tensor=False
+    )
     decoder = nn.TransformerDecoder(dec_layers[0], num_layers=len(dec_layers), norm=_clone_norm(ours.decoder.norm))
     encoder.layers = nn.ModuleList(enc_layers)
     decoder.layers = nn.ModuleList(dec_layers)
     theirs = nn.Transformer(
-        d_model=cfg.d_model, nhead=cfg.n_heads, dim_feedforward=cfg.d_ff, dropout=cfg.dropout,
-        activation=cfg.activation, custom_encoder=nn.Identity(), custom_decoder=nn.Identity(),
-        layer_norm_eps=cfg.layer_norm_eps, batch_first=True, norm_first=cfg.norm_first,
+        d_model=cfg.d_model,
+        nhead=cfg.n_heads,
+        dim_feedforward=cfg.d_ff,
+        dropout=cfg.dropout,
+        activation=cfg.activation,
+        custom_encoder=nn.Identity(),
+        custom_decoder=nn.Identity(),
+        layer_norm_eps=cfg.layer_norm_eps,
+        batch_first=True,
+        norm_first=cfg.norm_first,
         **_factory(ours),
     )
     # nn.Transformer re-initialises its parameters in __init__: attach the copies afterwards.

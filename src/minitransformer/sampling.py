@@ -43,16 +43,22 @@ def check_temperature(temperature: float, allow_zero: bool = True) -> float:
     """Return ``temperature`` as a float if it is a finite number ≥ 0 (> 0 when
     ``allow_zero`` is False); raise a ``ValueError`` otherwise."""
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or math.isnan(temperature):
-        raise error(f"la temperatura debe ser un número, no {temperature!r}",
-                    f"the temperature must be a number, got {temperature!r}")
+        raise error(
+            f"la temperatura debe ser un número, no {temperature!r}",
+            f"the temperature must be a number, got {temperature!r}",
+        )
     if temperature < 0 or math.isinf(temperature):
-        raise error(f"la temperatura debe ser un número finito ≥ 0, no {temperature!r}",
-                    f"the temperature must be a finite number ≥ 0, got {temperature!r}")
+        raise error(
+            f"la temperatura debe ser un número finito ≥ 0, no {temperature!r}",
+            f"the temperature must be a finite number ≥ 0, got {temperature!r}",
+        )
     if temperature == 0 and not allow_zero:
-        raise error("no se puede dividir los logits entre una temperatura 0: la temperatura 0 es la "
-                    "decodificación voraz (usa sample_next_token(..., temperature=0) o argmax)",
-                    "logits cannot be divided by a temperature of 0: temperature 0 is greedy decoding "
-                    "(use sample_next_token(..., temperature=0) or argmax)")
+        raise error(
+            "no se puede dividir los logits entre una temperatura 0: la temperatura 0 es la "
+            "decodificación voraz (usa sample_next_token(..., temperature=0) o argmax)",
+            "logits cannot be divided by a temperature of 0: temperature 0 is greedy decoding "
+            "(use sample_next_token(..., temperature=0) or argmax)",
+        )
     return float(temperature)
 
 
@@ -61,8 +67,10 @@ def check_top_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise error(f"top_k debe ser un número entero ≥ 1, no {k!r}", f"top_k must be an integer ≥ 1, got {k!r}")
     if k < 1:
-        raise error(f"top_k debe ser ≥ 1 (quedarse con al menos un token), no {k}",
-                    f"top_k must be ≥ 1 (keep at least one token), got {k}")
+        raise error(
+            f"top_k debe ser ≥ 1 (quedarse con al menos un token), no {k}",
+            f"top_k must be ≥ 1 (keep at least one token), got {k}",
+        )
     return int(k)
 
 
@@ -71,15 +79,19 @@ def check_top_p(p: float) -> float:
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or math.isnan(p):
         raise error(f"top_p debe ser un número en (0, 1], no {p!r}", f"top_p must be a number in (0, 1], got {p!r}")
     if not 0 < p <= 1:
-        raise error(f"top_p es una probabilidad acumulada: debe estar en (0, 1], no {p}",
-                    f"top_p is a cumulative probability: it must lie in (0, 1], got {p}")
+        raise error(
+            f"top_p es una probabilidad acumulada: debe estar en (0, 1], no {p}",
+            f"top_p is a cumulative probability: it must lie in (0, 1], got {p}",
+        )
     return float(p)
 
 
 def _check_logits(logits: Tensor) -> None:
     if not isinstance(logits, Tensor) or not logits.is_floating_point() or logits.dim() == 0:
-        raise error("los logits deben ser un tensor de coma flotante de forma (..., V)",
-                    "the logits must be a floating-point tensor of shape (..., V)")
+        raise error(
+            "los logits deben ser un tensor de coma flotante de forma (..., V)",
+            "the logits must be a floating-point tensor of shape (..., V)",
+        )
 
 
 def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
@@ -149,8 +161,10 @@ def sample_next_token(
     """
     probs = next_token_probs(logits, temperature, top_k, top_p)  # (B, V)
     if probs.dim() != 2:
-        raise error(f"sample_next_token espera logits de forma (B, V), no {tuple(logits.shape)}",
-                    f"sample_next_token expects logits of shape (B, V), got {tuple(logits.shape)}")
+        raise error(
+            f"sample_next_token espera logits de forma (B, V), no {tuple(logits.shape)}",
+            f"sample_next_token expects logits of shape (B, V), got {tuple(logits.shape)}",
+        )
     if temperature == 0:
         return probs.argmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)

@@ -75,7 +75,10 @@ def label_smoothed_cross_entropy(
     Shapes: logits (B, T, V), target (B, T) -> scalar.
     """
     if logits.size(-1) < 2:
-        raise error("un vocabulario de un solo token no tiene nada que predecir", "a vocabulary of one token has nothing to predict")
+        raise error(
+            "un vocabulario de un solo token no tiene nada que predecir",
+            "a vocabulary of one token has nothing to predict",
+        )
     logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
     nll = -logp.gather(-1, target[..., None]).squeeze(-1)  # (B, T)
     uniform = -logp.mean(dim=-1)  # (B, T): cross-entropy against the uniform distribution
@@ -286,5 +289,12 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | str | None =
     meta = payload["meta"]
     history = History.from_dict(payload["history"]) if payload["history"] is not None else None
     data = NumberTranslation(meta["seed"]) if meta.get("task") == "number_translation" else None
-    return TrainedModel(model, Vocab.from_list(payload["src_vocab"]), Vocab.from_list(payload["tgt_vocab"]),
-                        history, meta, data, dict(payload.get("snapshots", {})))
+    return TrainedModel(
+        model,
+        Vocab.from_list(payload["src_vocab"]),
+        Vocab.from_list(payload["tgt_vocab"]),
+        history,
+        meta,
+        data,
+        dict(payload.get("snapshots", {})),
+    )

@@ -61,9 +61,15 @@ class NumberRecipe:
 
     def config(self, data: NumberTranslation) -> TransformerConfig:
         return TransformerConfig(
-            src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
-            d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, n_layers=self.n_layers,
-            dropout=self.dropout, max_len=64, pad_id=data.src_vocab.pad_id,
+            src_vocab_size=len(data.src_vocab),
+            tgt_vocab_size=len(data.tgt_vocab),
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            n_layers=self.n_layers,
+            dropout=self.dropout,
+            max_len=64,
+            pad_id=data.src_vocab.pad_id,
         )
 
 
@@ -102,11 +108,19 @@ def train_number_translator(
     data = NumberTranslation(seed)
     model = Transformer(recipe.config(data)).to(device)
     history = train(
-        model, lambda: data.train_batch(recipe.batch_size), recipe.steps,
-        warmup=recipe.warmup, lr_factor=recipe.lr_factor,
-        label_smoothing=recipe.label_smoothing, clip_norm=recipe.clip_norm,
-        val_batch=data.batch(data.splits["val"]), eval_every=recipe.eval_every, keep_best=True,
-        callback=keep_snapshot if snapshot_steps else None, device=device, progress=progress,
+        model,
+        lambda: data.train_batch(recipe.batch_size),
+        recipe.steps,
+        warmup=recipe.warmup,
+        lr_factor=recipe.lr_factor,
+        label_smoothing=recipe.label_smoothing,
+        clip_norm=recipe.clip_norm,
+        val_batch=data.batch(data.splits["val"]),
+        eval_every=recipe.eval_every,
+        keep_best=True,
+        callback=keep_snapshot if snapshot_steps else None,
+        device=device,
+        progress=progress,
         desc="es → en",
     )
     meta = {"task": "number_translation", "seed": seed, "recipe": dataclasses.asdict(recipe)}
@@ -139,8 +153,11 @@ def load_or_train_number_translator(
             trained = load_checkpoint(path, device)
         except Exception:  # an unreadable or older file: train again
             trained = None
-        if (trained is not None and trained.meta.get("seed") == seed
-                and trained.meta.get("recipe") == dataclasses.asdict(recipe)):
+        if (
+            trained is not None
+            and trained.meta.get("seed") == seed
+            and trained.meta.get("recipe") == dataclasses.asdict(recipe)
+        ):
             return trained
     trained = train_number_translator(seed, device, progress, recipe)
     save_checkpoint(path, trained)
@@ -188,8 +205,11 @@ class NumberResults:
 
     def mistakes(self) -> list[tuple[int, str, str, str]]:
         """(number, Spanish, predicted, expected) for every wrong translation."""
-        return [(n, spell_number(n, "es"), p, r)
-                for n, p, r, ok in zip(self.numbers, self.predictions, self.references, self.correct) if not ok]
+        return [
+            (n, spell_number(n, "es"), p, r)
+            for n, p, r, ok in zip(self.numbers, self.predictions, self.references, self.correct)
+            if not ok
+        ]
 
 
 def evaluate_numbers(

@@ -29,8 +29,25 @@ from torch import Tensor
 from ..i18n import tr
 
 __all__ = [
-    "COMMON_HINTS", "Feedback", "Hints", "Unfinished", "attempt", "checker", "close", "correct", "first_match",
-    "forbid", "loops_in", "name_mistake", "sentence", "wrong_shape", "not_a_tensor", "not_yet", "num", "stop", "tensor",
+    "COMMON_HINTS",
+    "Feedback",
+    "Hints",
+    "Unfinished",
+    "attempt",
+    "checker",
+    "close",
+    "correct",
+    "first_match",
+    "forbid",
+    "loops_in",
+    "name_mistake",
+    "sentence",
+    "wrong_shape",
+    "not_a_tensor",
+    "not_yet",
+    "num",
+    "stop",
+    "tensor",
 ]
 
 
@@ -185,13 +202,16 @@ def _student_frame(exc: BaseException) -> traceback.FrameSummary | None:
 
 
 def _where(lang: str, frame: traceback.FrameSummary | None) -> str:
-    """" at line 4 of your cell:\n    <the line>" (or less, where less is known)."""
+    """ " at line 4 of your cell:\n    <the line>" (or less, where less is known)."""
     if frame is None:
         return ""
     name = os.path.basename(frame.filename)
     in_cell = "ipykernel" in frame.filename or name.startswith("<")
-    place = tr(lang, f"en la línea {frame.lineno} de tu celda", f"at line {frame.lineno} of your cell") if in_cell \
+    place = (
+        tr(lang, f"en la línea {frame.lineno} de tu celda", f"at line {frame.lineno} of your cell")
+        if in_cell
         else tr(lang, f"en la línea {frame.lineno} de {name}", f"at line {frame.lineno} of {name}")
+    )
     code = (frame.line or "").strip()
     return f" {place}:\n    {code}\n" if code else f" {place}.\n"
 
@@ -203,49 +223,75 @@ def sentence(text: str) -> str:
 
 # What an error means, in words a student can act on: (type, pattern in its message, Spanish, English).
 _ERRORS: list[tuple[type, str, str, str]] = [
-    (RuntimeError, r"shapes cannot be multiplied|must match the size|size mismatch|mismatch in shape|"
-                   r"not broadcastable|expanded size|invalid for input of size|Expected size",
-     "las formas de los tensores no encajan en esa operación: imprime `.shape` de cada uno y comprueba "
-     "qué ejes se multiplican o se suman.",
-     "the shapes of the tensors do not fit that operation: print each one's `.shape` and check which axes "
-     "are multiplied or added."),
-    (RuntimeError, r"expected scalar type|dtype|Long|Float|Bool",
-     "mezclas tipos de datos (dtype) que esa operación no acepta juntos, por ejemplo enteros y decimales.",
-     "you mix data types (dtypes) that the operation does not take together, for example integers and floats."),
-    (IndexError, r"tensors used as indices|must be long",
-     "solo se puede indexar con enteros (`torch.long`) o booleanos, no con decimales.",
-     "you can only index with integers (`torch.long`) or booleans, not with floats."),
-    (RuntimeError, r"num_classes|out of bounds|out of range",
-     "un índice se sale del rango: algún id es mayor o igual que el tamaño que le das.",
-     "an index is out of range: some id is greater than or equal to the size you give."),
-    (IndexError, r"",
-     "un índice se sale del tamaño del eje (o el tensor tiene menos ejes de los que crees).",
-     "an index is out of the axis' range (or the tensor has fewer axes than you think)."),
-    (NameError, r"",
-     "usas un nombre que no está definido: ¿una errata, o falta ejecutar la celda que lo define?",
-     "you use a name that is not defined: a typo, or the cell that defines it has not run?"),
-    (AttributeError, r"NoneType",
-     "un valor es `None`: alguna operación que usas no devuelve nada (p. ej. `list.append` o `.insert` "
-     "modifican la lista y devuelven `None`).",
-     "a value is `None`: an operation you use returns nothing (e.g. `list.append` or `.insert` change the "
-     "list in place and return `None`)."),
-    (AttributeError, r"",
-     "ese objeto no tiene el atributo o método que usas: comprueba su tipo.",
-     "that object has no such attribute or method: check its type."),
-    (TypeError, r"NoneType",
-     "un valor es `None`: alguna operación que usas no devuelve nada (p. ej. `list.append` o `.insert` "
-     "modifican la lista y devuelven `None`).",
-     "a value is `None`: an operation you use returns nothing (e.g. `list.append` or `.insert` change the "
-     "list in place and return `None`)."),
-    (TypeError, r"",
-     "una función recibió un argumento de un tipo que no espera (o un número de argumentos distinto).",
-     "a function got an argument of a type it does not expect (or a different number of arguments)."),
-    (ZeroDivisionError, r"",
-     "divides entre cero.",
-     "you divide by zero."),
-    (ValueError, r"",
-     "una función recibió un valor que no acepta.",
-     "a function got a value it does not accept."),
+    (
+        RuntimeError,
+        r"shapes cannot be multiplied|must match the size|size mismatch|mismatch in shape|"
+        r"not broadcastable|expanded size|invalid for input of size|Expected size",
+        "las formas de los tensores no encajan en esa operación: imprime `.shape` de cada uno y comprueba "
+        "qué ejes se multiplican o se suman.",
+        "the shapes of the tensors do not fit that operation: print each one's `.shape` and check which axes "
+        "are multiplied or added.",
+    ),
+    (
+        RuntimeError,
+        r"expected scalar type|dtype|Long|Float|Bool",
+        "mezclas tipos de datos (dtype) que esa operación no acepta juntos, por ejemplo enteros y decimales.",
+        "you mix data types (dtypes) that the operation does not take together, for example integers and floats.",
+    ),
+    (
+        IndexError,
+        r"tensors used as indices|must be long",
+        "solo se puede indexar con enteros (`torch.long`) o booleanos, no con decimales.",
+        "you can only index with integers (`torch.long`) or booleans, not with floats.",
+    ),
+    (
+        RuntimeError,
+        r"num_classes|out of bounds|out of range",
+        "un índice se sale del rango: algún id es mayor o igual que el tamaño que le das.",
+        "an index is out of range: some id is greater than or equal to the size you give.",
+    ),
+    (
+        IndexError,
+        r"",
+        "un índice se sale del tamaño del eje (o el tensor tiene menos ejes de los que crees).",
+        "an index is out of the axis' range (or the tensor has fewer axes than you think).",
+    ),
+    (
+        NameError,
+        r"",
+        "usas un nombre que no está definido: ¿una errata, o falta ejecutar la celda que lo define?",
+        "you use a name that is not defined: a typo, or the cell that defines it has not run?",
+    ),
+    (
+        AttributeError,
+        r"NoneType",
+        "un valor es `None`: alguna operación que usas no devuelve nada (p. ej. `list.append` o `.insert` "
+        "modifican la lista y devuelven `None`).",
+        "a value is `None`: an operation you use returns nothing (e.g. `list.append` or `.insert` change the "
+        "list in place and return `None`).",
+    ),
+    (
+        AttributeError,
+        r"",
+        "ese objeto no tiene el atributo o método que usas: comprueba su tipo.",
+        "that object has no such attribute or method: check its type.",
+    ),
+    (
+        TypeError,
+        r"NoneType",
+        "un valor es `None`: alguna operación que usas no devuelve nada (p. ej. `list.append` o `.insert` "
+        "modifican la lista y devuelven `None`).",
+        "a value is `None`: an operation you use returns nothing (e.g. `list.append` or `.insert` change the "
+        "list in place and return `None`).",
+    ),
+    (
+        TypeError,
+        r"",
+        "una función recibió un argumento de un tipo que no espera (o un número de argumentos distinto).",
+        "a function got an argument of a type it does not expect (or a different number of arguments).",
+    ),
+    (ZeroDivisionError, r"", "divides entre cero.", "you divide by zero."),
+    (ValueError, r"", "una función recibió un valor que no acepta.", "a function got a value it does not accept."),
 ]
 
 
@@ -256,7 +302,7 @@ def _explain(lang: str, exc: BaseException) -> str:
         if isinstance(exc, kind) and re.search(pattern, text):
             meaning = sentence(tr(lang, es, en))
             break
-    said = tr(lang, f"(Python dice: «{text}»)", f"(Python says: \"{text}\")") if text else ""
+    said = tr(lang, f"(Python dice: «{text}»)", f'(Python says: "{text}")') if text else ""
     return " ".join(part for part in (meaning, said) if part)
 
 
@@ -276,43 +322,59 @@ def attempt(lang: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     shows the student's failing line and says what the error means) or returns ``None``.
     """
     if not callable(fn):
-        raise stop(not_yet(
-            lang, f"pasa al comprobador tu función (su nombre, sin paréntesis), no {type_name(fn)}.",
-            f"pass your function to the checker (its name, without brackets), not {type_name(fn)}.",
-        ))
+        raise stop(
+            not_yet(
+                lang,
+                f"pasa al comprobador tu función (su nombre, sin paréntesis), no {type_name(fn)}.",
+                f"pass your function to the checker (its name, without brackets), not {type_name(fn)}.",
+            )
+        )
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError:
-        raise stop(not_yet(
-            lang,
-            "falta escribir la función: sustituye `raise NotImplementedError` por tu código.",
-            "the function is not written yet: replace `raise NotImplementedError` with your code.",
-        )) from None
+        raise stop(
+            not_yet(
+                lang,
+                "falta escribir la función: sustituye `raise NotImplementedError` por tu código.",
+                "the function is not written yet: replace `raise NotImplementedError` with your code.",
+            )
+        ) from None
     except ForbiddenTool as no:
-        raise stop(not_yet(
-            lang, f"el enunciado pide no usar `{no.name}`: {no.es}",
-            f"the statement asks you not to use `{no.name}`: {no.en}",
-        )) from None
+        raise stop(
+            not_yet(
+                lang,
+                f"el enunciado pide no usar `{no.name}`: {no.es}",
+                f"the statement asks you not to use `{no.name}`: {no.en}",
+            )
+        ) from None
     except RecursionError:
-        raise stop(not_yet(
-            lang, "tu función se llama a sí misma sin fin (RecursionError): ¿usas su propio nombre dentro?",
-            "your function calls itself without end (RecursionError): do you use its own name inside it?",
-        )) from None
+        raise stop(
+            not_yet(
+                lang,
+                "tu función se llama a sí misma sin fin (RecursionError): ¿usas su propio nombre dentro?",
+                "your function calls itself without end (RecursionError): do you use its own name inside it?",
+            )
+        ) from None
     except Exception as exc:  # the student's code crashed: where, and what it means
         where = _where(lang, _student_frame(exc))
         name = type(exc).__name__
-        raise stop(not_yet(
-            lang,
-            f"tu función lanzó {name}{where or '. '}{_explain(lang, exc)}".rstrip(),
-            f"your function raised {name}{where or '. '}{_explain(lang, exc)}".rstrip(),
-        )) from None
+        raise stop(
+            not_yet(
+                lang,
+                f"tu función lanzó {name}{where or '. '}{_explain(lang, exc)}".rstrip(),
+                f"your function raised {name}{where or '. '}{_explain(lang, exc)}".rstrip(),
+            )
+        ) from None
     if result is None:
-        raise stop(not_yet(
-            lang, "tu función devuelve `None`: ¿te falta un `return`? (Ojo: `list.append`, `list.insert` o "
-            "`list.sort` modifican la lista y devuelven `None`.)",
-            "your function returns `None`: are you missing a `return`? (Careful: `list.append`, `list.insert` "
-            "and `list.sort` change the list in place and return `None`.)",
-        ))
+        raise stop(
+            not_yet(
+                lang,
+                "tu función devuelve `None`: ¿te falta un `return`? (Ojo: `list.append`, `list.insert` o "
+                "`list.sort` modifican la lista y devuelven `None`.)",
+                "your function returns `None`: are you missing a `return`? (Careful: `list.append`, `list.insert` "
+                "and `list.sort` change the list in place and return `None`.)",
+            )
+        )
     return result
 
 
@@ -409,11 +471,15 @@ def checker(fn: Callable[..., Feedback]) -> Callable[..., Feedback]:
 
             name = exercise_of(fn)
             if name is not None:
-                feedback = Feedback(False, feedback.message + tr(
-                    lang,
-                    f"\nSi te atascas, `show_solution(\"{name}\")` te muestra una solución explicada.",
-                    f"\nStuck? `show_solution(\"{name}\")` shows a worked solution.",
-                ))
+                feedback = Feedback(
+                    False,
+                    feedback.message
+                    + tr(
+                        lang,
+                        f'\nSi te atascas, `show_solution("{name}")` te muestra una solución explicada.',
+                        f'\nStuck? `show_solution("{name}")` shows a worked solution.',
+                    ),
+                )
         return feedback
 
     return wrapper

@@ -46,239 +46,250 @@ __all__ = [
 ]
 
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
-HINTS = Hints({
-    **COMMON_HINTS,
-    "wrong_values": (
-        "los números no coinciden con softmax(QKᵀ/√d_k)V; revisa cada paso con el ejemplo del cuaderno.",
-        "the numbers do not match softmax(QKᵀ/√d_k)V; check each step against the notebook's example.",
-    ),
-    # softmax
-    "softmax_not_float": (
-        "tu función devuelve enteros ({dtype}); los pesos de la softmax son números entre 0 y 1 que suman 1 "
-        "en cada fila, no la posición del máximo.",
-        "your function returns integers ({dtype}); softmax weights are numbers between 0 and 1 that add up to "
-        "1 in each row, not the position of the maximum.",
-    ),
-    "softmax_overflow": (
-        "con entradas grandes (p. ej. 1000) obtienes NaN: `exp(1000)` es infinito. Usa que "
-        "softmax(x) = softmax(x − c) con una c que haga pequeños los exponentes.",
-        "with large inputs (e.g. 1000) you get NaN: `exp(1000)` is infinite. Use softmax(x) = softmax(x − c) "
-        "with a c that makes the exponents small.",
-    ),
-    "softmax_shift_not_max": (
-        "funciona cuando los números de una fila están cerca, pero con una fila muy dispersa, como "
-        "[1000, 0, −5], da NaN: lo que restas (¿el mínimo, la media?) deja exponentes enormes. Solo el "
-        "máximo de cada fila garantiza que todos los exponentes sean ≤ 0.",
-        "it works when a row's numbers are close together, but a widely spread row such as [1000, 0, −5] "
-        "gives NaN: what you subtract (the minimum, the mean?) leaves huge exponents. Only each row's "
-        "maximum makes every exponent ≤ 0.",
-    ),
-    "softmax_global_max": (
-        "una fila de números muy negativos, como [−1000, −1000, −999], da NaN (0/0): restas el máximo de todo "
-        "el tensor, y esa fila queda en exp(−2000) = 0. Resta el máximo de cada fila.",
-        "a row of very negative numbers such as [−1000, −1000, −999] gives NaN (0/0): you subtract the "
-        "maximum of the whole tensor, and that row becomes exp(−2000) = 0. Subtract each row's maximum.",
-    ),
-    "softmax_global_sum": (
-        "divides entre la suma de todo el tensor; cada fila debe sumar 1 por separado.",
-        "you divide by the sum of the whole tensor; each row must sum to 1 on its own.",
-    ),
-    "softmax_no_normalise": (
-        "las filas no suman 1: falta dividir `exp(x)` entre su suma a lo largo del último eje.",
-        "the rows do not sum to 1: `exp(x)` must be divided by its sum along the last axis.",
-    ),
-    "softmax_batched": (
-        "funciona con (T, S) pero no con un lote (B, T, S): la suma y el máximo van sobre el último eje, "
-        "que en un lote ya no es el eje 1.",
-        "it works for (T, S) but not for a batch (B, T, S): the sum and the maximum run over the last axis, "
-        "which in a batch is no longer axis 1.",
-    ),
-    "wrong_axis": (
-        "la softmax va sobre el eje equivocado: cada consulta (fila) reparte 1 entre las claves, es decir, "
-        "sobre el último eje, no sobre el penúltimo.",
-        "the softmax runs over the wrong axis: each query (row) shares 1 among the keys, that is over the "
-        "last axis, not the one before it.",
-    ),
-    # scaling
-    "no_scale": (
-        "falta dividir las puntuaciones entre √d_k.",
-        "the scores are not divided by √d_k.",
-    ),
-    "scale_d_k": (
-        "divides entre d_k; la escala es la raíz cuadrada: √d_k.",
-        "you divide by d_k; the scale is its square root: √d_k.",
-    ),
-    "scale_length": (
-        "escalas por la raíz de una longitud (T o S, el número de tokens); la escala es √d_k, el ancho de "
-        "las consultas y las claves.",
-        "you scale by the root of a length (T or S, the number of tokens); the scale is √d_k, the width of "
-        "the queries and keys.",
-    ),
-    "scale_shape_index": (
-        "con un lote (B, T, d_k), `q.shape[1]` es T, no d_k: el ancho de las consultas es el tamaño del "
-        "último eje.",
-        "with a batch (B, T, d_k), `q.shape[1]` is T, not d_k: the width of the queries is the size of the "
-        "last axis.",
-    ),
-    "scale_d_model": (
-        "escalas por √d_model (el ancho de la entrada), pero la escala es √d_k, el ancho de las consultas y "
-        "claves tras la proyección.",
-        "you scale by √d_model (the width of the input), but the scale is √d_k, the width of the queries and "
-        "keys after the projection.",
-    ),
-    "scale_d_v": (
-        "escalas por √d_v, el ancho de los valores; la escala es √d_k, el de las consultas y las claves.",
-        "you scale by √d_v, the width of the values; the scale is √d_k, that of the queries and keys.",
-    ),
-    "scale_d_model_heads": (
-        "escalas por √d_model = √(H·d_head); cada cabeza tiene consultas de ancho d_head, así que la escala "
-        "es √d_head.",
-        "you scale by √d_model = √(H·d_head); each head has queries of width d_head, so the scale is √d_head.",
-    ),
-    # attention
-    "weights_transposed": (
-        "la forma está traspuesta: las filas son consultas (T) y las columnas claves (S).",
-        "the shape is transposed: rows are queries (T) and columns are keys (S).",
-    ),
-    "batched": (
-        "funciona con (T, d_k) pero no con un lote (B, T, d_k): en un lote `.T` invierte todos los ejes y "
-        "`dim=1` ya no es el último; trabaja con los dos últimos ejes.",
-        "it works for (T, d_k) but not for a batch (B, T, d_k): in a batch `.T` reverses every axis and "
-        "`dim=1` is no longer the last one; work on the last two axes.",
-    ),
-    "returns_weights": (
-        "devuelves los pesos de atención (T, T); la salida combina los valores con esos pesos.",
-        "you return the attention weights (T, T); the output combines the values with those weights.",
-    ),
-    "values_are_x": (
-        "combinas `x` con los pesos; hay que combinar los valores V = x W_V.",
-        "you combine `x` with the weights; combine the values V = x W_V.",
-    ),
-    "no_projection": (
-        "las consultas y las claves deben ser las proyecciones Q = x W_Q y K = x W_K, no `x`.",
-        "the queries and keys must be the projections Q = x W_Q and K = x W_K, not `x`.",
-    ),
-    "swapped_qk": (
-        "has intercambiado W_Q y W_K: las filas de los pesos son las consultas Q = x W_Q.",
-        "you swapped W_Q and W_K: the rows of the weights are the queries Q = x W_Q.",
-    ),
-    # heads
-    "heads_no_transpose": (
-        "la forma es (B, T, H, d_head): falta llevar el eje de las cabezas delante del de las posiciones.",
-        "the shape is (B, T, H, d_head): the heads' axis must move in front of the positions' axis.",
-    ),
-    "heads_direct_view": (
-        "la forma es correcta pero mezclas posiciones y cabezas: ver `x` directamente como (B, H, T, d_head) "
-        "no separa las columnas de cada cabeza; primero separa el último eje, luego reordena los ejes.",
-        "the shape is right but positions and heads get mixed: viewing `x` directly as (B, H, T, d_head) does "
-        "not split each head's columns; first split the last axis, then reorder the axes.",
-    ),
-    "heads_interleaved": (
-        "la cabeza h debe recibir columnas contiguas, h·d_head … (h+1)·d_head − 1: divide el último eje como "
-        "(H, d_head), no como (d_head, H).",
-        "head h must get contiguous columns, h·d_head … (h+1)·d_head − 1: split the last axis as (H, d_head), "
-        "not as (d_head, H).",
-    ),
-    # masks
-    "not_tuple": (
-        "devuelve una tupla `(output, weights)`.",
-        "return a tuple `(output, weights)`.",
-    ),
-    "swapped_outputs": (
-        "devuelves `(weights, output)`: el orden es `(output, weights)`.",
-        "you return `(weights, output)`: the order is `(output, weights)`.",
-    ),
-    "mask_inverted": (
-        "la máscara está invertida: True significa «puede atender», así que los −∞ van donde la máscara es "
-        "False.",
-        "the mask is inverted: True means \"may attend\", so the −∞ go where the mask is False.",
-    ),
-    "mask_ignored": (
-        "la máscara no se aplica: las claves bloqueadas reciben peso.",
-        "the mask is not applied: blocked keys get weight.",
-    ),
-    "output_wrong": (
-        "los pesos son correctos pero la salida no: combina los valores `v` con esos pesos.",
-        "the weights are right but the output is not: combine the values `v` with those weights.",
-    ),
-    "empty_row_nan": (
-        "una fila sin ninguna clave permitida da NaN: la softmax de una fila entera de −∞ es 0/0. Esas filas "
-        "deben tener pesos cero (y salida cero).",
-        "a row with no allowed key gives NaN: the softmax of a row that is all −∞ is 0/0. Those rows must get "
-        "zero weights (and zero output).",
-    ),
-    "empty_row_uniform": (
-        "una fila sin ninguna clave permitida reparte el peso por igual entre claves bloqueadas (lo que ocurre "
-        "al rellenar con −1e9): usa −∞ y pon a cero esas filas.",
-        "a row with no allowed key spreads its weight evenly over blocked keys (what a −1e9 fill does): use −∞ "
-        "and set those rows to zero.",
-    ),
-    "empty_row_other": (
-        "una fila sin ninguna clave permitida debe tener pesos cero y salida cero.",
-        "a row with no allowed key must get zero weights and zero output.",
-    ),
-    "mask_not_bool": (
-        "la máscara debe ser booleana (True = puede atender), no de tipo {dtype}.",
-        "the mask must be boolean (True = may attend), not of dtype {dtype}.",
-    ),
-    "mask_3d": (
-        "una máscara de 3 ejes, {got}, se alinea mal con las puntuaciones (B, H, T, T): su eje B cae sobre el "
-        "eje de las cabezas. Le falta el eje de las cabezas: (B, 1, T, T).",
-        "a mask with 3 axes, {got}, lines up wrongly with the scores (B, H, T, T): its B axis falls on the "
-        "heads' axis. It needs the heads' axis: (B, 1, T, T).",
-    ),
-    "mask_shape": (
-        "la máscara tiene forma {got}; debe poder extenderse (broadcast) a (B, H, T, T), p. ej. (B, 1, T, T).",
-        "the mask has shape {got}; it must broadcast to (B, H, T, T), e.g. (B, 1, T, T).",
-    ),
-    "mask_future": (
-        "la parte causal deja ver el futuro: cada posición puede atender a sí misma y a las anteriores, es "
-        "decir, en la diagonal y por debajo, no por encima.",
-        "the causal part lets positions see the future: each position may attend to itself and to earlier "
-        "ones, on and below the diagonal, not above it.",
-    ),
-    "mask_no_diagonal": (
-        "la parte causal quita la diagonal: cada posición también puede atender a sí misma (si no, la "
-        "primera fila queda sin ninguna clave).",
-        "the causal part removes the diagonal: each position may also attend to itself (otherwise the first "
-        "row has no key at all).",
-    ),
-    "mask_sees_next": (
-        "la parte causal deja ver una posición de más: la posición t ve la t + 1. Solo la diagonal y lo que "
-        "queda por debajo.",
-        "the causal part lets one position too many through: position t sees t + 1. Only the diagonal and "
-        "below it.",
-    ),
-    "mask_no_padding": (
-        "falta la parte de relleno: las claves que son `pad_id` no deben recibir atención.",
-        "the padding part is missing: keys that are `pad_id` must not be attended to.",
-    ),
-    "mask_no_causal": (
-        "falta la parte causal: una posición no puede ver las posteriores.",
-        "the causal part is missing: a position must not see later ones.",
-    ),
-    "mask_padding_rows": (
-        "el relleno bloquea filas (consultas) en lugar de columnas (claves): la máscara de relleno tiene forma "
-        "(B, 1, 1, T) y va sobre el último eje.",
-        "padding blocks rows (queries) instead of columns (keys): the padding mask has shape (B, 1, 1, T) and "
-        "acts on the last axis.",
-    ),
-    "mask_pad_zero": (
-        "parece que tomas el relleno como el id 0: usa el argumento `pad_id`.",
-        "it looks like you take padding to be id 0: use the `pad_id` argument.",
-    ),
-    "mask_wrong": (
-        "la máscara no es la combinación (AND) de la causal y la de relleno. Mírala en una frase sin relleno "
-        "(debe ser el triángulo inferior con la diagonal) y en una con relleno (sus columnas, todas False).",
-        "the mask is not the combination (AND) of the causal and the padding masks. Look at it for a sentence "
-        "without padding (the lower triangle with the diagonal) and for one with padding (its columns all "
-        "False).",
-    ),
-})
+HINTS = Hints(
+    {
+        **COMMON_HINTS,
+        "wrong_values": (
+            "los números no coinciden con softmax(QKᵀ/√d_k)V; revisa cada paso con el ejemplo del cuaderno.",
+            "the numbers do not match softmax(QKᵀ/√d_k)V; check each step against the notebook's example.",
+        ),
+        # softmax
+        "softmax_not_float": (
+            "tu función devuelve enteros ({dtype}); los pesos de la softmax son números entre 0 y 1 que suman 1 "
+            "en cada fila, no la posición del máximo.",
+            "your function returns integers ({dtype}); softmax weights are numbers between 0 and 1 that add up to "
+            "1 in each row, not the position of the maximum.",
+        ),
+        "softmax_overflow": (
+            "con entradas grandes (p. ej. 1000) obtienes NaN: `exp(1000)` es infinito. Usa que "
+            "softmax(x) = softmax(x − c) con una c que haga pequeños los exponentes.",
+            "with large inputs (e.g. 1000) you get NaN: `exp(1000)` is infinite. Use softmax(x) = softmax(x − c) "
+            "with a c that makes the exponents small.",
+        ),
+        "softmax_shift_not_max": (
+            "funciona cuando los números de una fila están cerca, pero con una fila muy dispersa, como "
+            "[1000, 0, −5], da NaN: lo que restas (¿el mínimo, la media?) deja exponentes enormes. Solo el "
+            "máximo de cada fila garantiza que todos los exponentes sean ≤ 0.",
+            "it works when a row's numbers are close together, but a widely spread row such as [1000, 0, −5] "
+            "gives NaN: what you subtract (the minimum, the mean?) leaves huge exponents. Only each row's "
+            "maximum makes every exponent ≤ 0.",
+        ),
+        "softmax_global_max": (
+            "una fila de números muy negativos, como [−1000, −1000, −999], da NaN (0/0): restas el máximo de todo "
+            "el tensor, y esa fila queda en exp(−2000) = 0. Resta el máximo de cada fila.",
+            "a row of very negative numbers such as [−1000, −1000, −999] gives NaN (0/0): you subtract the "
+            "maximum of the whole tensor, and that row becomes exp(−2000) = 0. Subtract each row's maximum.",
+        ),
+        "softmax_global_sum": (
+            "divides entre la suma de todo el tensor; cada fila debe sumar 1 por separado.",
+            "you divide by the sum of the whole tensor; each row must sum to 1 on its own.",
+        ),
+        "softmax_no_normalise": (
+            "las filas no suman 1: falta dividir `exp(x)` entre su suma a lo largo del último eje.",
+            "the rows do not sum to 1: `exp(x)` must be divided by its sum along the last axis.",
+        ),
+        "softmax_batched": (
+            "funciona con (T, S) pero no con un lote (B, T, S): la suma y el máximo van sobre el último eje, "
+            "que en un lote ya no es el eje 1.",
+            "it works for (T, S) but not for a batch (B, T, S): the sum and the maximum run over the last axis, "
+            "which in a batch is no longer axis 1.",
+        ),
+        "wrong_axis": (
+            "la softmax va sobre el eje equivocado: cada consulta (fila) reparte 1 entre las claves, es decir, "
+            "sobre el último eje, no sobre el penúltimo.",
+            "the softmax runs over the wrong axis: each query (row) shares 1 among the keys, that is over the "
+            "last axis, not the one before it.",
+        ),
+        # scaling
+        "no_scale": (
+            "falta dividir las puntuaciones entre √d_k.",
+            "the scores are not divided by √d_k.",
+        ),
+        "scale_d_k": (
+            "divides entre d_k; la escala es la raíz cuadrada: √d_k.",
+            "you divide by d_k; the scale is its square root: √d_k.",
+        ),
+        "scale_length": (
+            "escalas por la raíz de una longitud (T o S, el número de tokens); la escala es √d_k, el ancho de "
+            "las consultas y las claves.",
+            "you scale by the root of a length (T or S, the number of tokens); the scale is √d_k, the width of "
+            "the queries and keys.",
+        ),
+        "scale_shape_index": (
+            "con un lote (B, T, d_k), `q.shape[1]` es T, no d_k: el ancho de las consultas es el tamaño del "
+            "último eje.",
+            "with a batch (B, T, d_k), `q.shape[1]` is T, not d_k: the width of the queries is the size of the "
+            "last axis.",
+        ),
+        "scale_d_model": (
+            "escalas por √d_model (el ancho de la entrada), pero la escala es √d_k, el ancho de las consultas y "
+            "claves tras la proyección.",
+            "you scale by √d_model (the width of the input), but the scale is √d_k, the width of the queries and "
+            "keys after the projection.",
+        ),
+        "scale_d_v": (
+            "escalas por √d_v, el ancho de los valores; la escala es √d_k, el de las consultas y las claves.",
+            "you scale by √d_v, the width of the values; the scale is √d_k, that of the queries and keys.",
+        ),
+        "scale_d_model_heads": (
+            "escalas por √d_model = √(H·d_head); cada cabeza tiene consultas de ancho d_head, así que la escala "
+            "es √d_head.",
+            "you scale by √d_model = √(H·d_head); each head has queries of width d_head, so the scale is √d_head.",
+        ),
+        # attention
+        "weights_transposed": (
+            "la forma está traspuesta: las filas son consultas (T) y las columnas claves (S).",
+            "the shape is transposed: rows are queries (T) and columns are keys (S).",
+        ),
+        "batched": (
+            "funciona con (T, d_k) pero no con un lote (B, T, d_k): en un lote `.T` invierte todos los ejes y "
+            "`dim=1` ya no es el último; trabaja con los dos últimos ejes.",
+            "it works for (T, d_k) but not for a batch (B, T, d_k): in a batch `.T` reverses every axis and "
+            "`dim=1` is no longer the last one; work on the last two axes.",
+        ),
+        "returns_weights": (
+            "devuelves los pesos de atención (T, T); la salida combina los valores con esos pesos.",
+            "you return the attention weights (T, T); the output combines the values with those weights.",
+        ),
+        "values_are_x": (
+            "combinas `x` con los pesos; hay que combinar los valores V = x W_V.",
+            "you combine `x` with the weights; combine the values V = x W_V.",
+        ),
+        "no_projection": (
+            "las consultas y las claves deben ser las proyecciones Q = x W_Q y K = x W_K, no `x`.",
+            "the queries and keys must be the projections Q = x W_Q and K = x W_K, not `x`.",
+        ),
+        "swapped_qk": (
+            "has intercambiado W_Q y W_K: las filas de los pesos son las consultas Q = x W_Q.",
+            "you swapped W_Q and W_K: the rows of the weights are the queries Q = x W_Q.",
+        ),
+        # heads
+        "heads_no_transpose": (
+            "la forma es (B, T, H, d_head): falta llevar el eje de las cabezas delante del de las posiciones.",
+            "the shape is (B, T, H, d_head): the heads' axis must move in front of the positions' axis.",
+        ),
+        "heads_direct_view": (
+            "la forma es correcta pero mezclas posiciones y cabezas: ver `x` directamente como (B, H, T, d_head) "
+            "no separa las columnas de cada cabeza; primero separa el último eje, luego reordena los ejes.",
+            "the shape is right but positions and heads get mixed: viewing `x` directly as (B, H, T, d_head) does "
+            "not split each head's columns; first split the last axis, then reorder the axes.",
+        ),
+        "heads_interleaved": (
+            "la cabeza h debe recibir columnas contiguas, h·d_head … (h+1)·d_head − 1: divide el último eje como "
+            "(H, d_head), no como (d_head, H).",
+            "head h must get contiguous columns, h·d_head … (h+1)·d_head − 1: split the last axis as (H, d_head), "
+            "not as (d_head, H).",
+        ),
+        # masks
+        "not_tuple": (
+            "devuelve una tupla `(output, weights)`.",
+            "return a tuple `(output, weights)`.",
+        ),
+        "swapped_outputs": (
+            "devuelves `(weights, output)`: el orden es `(output, weights)`.",
+            "you return `(weights, output)`: the order is `(output, weights)`.",
+        ),
+        "mask_inverted": (
+            "la máscara está invertida: True significa «puede atender», así que los −∞ van donde la máscara es False.",
+            'the mask is inverted: True means "may attend", so the −∞ go where the mask is False.',
+        ),
+        "mask_ignored": (
+            "la máscara no se aplica: las claves bloqueadas reciben peso.",
+            "the mask is not applied: blocked keys get weight.",
+        ),
+        "output_wrong": (
+            "los pesos son correctos pero la salida no: combina los valores `v` con esos pesos.",
+            "the weights are right but the output is not: combine the values `v` with those weights.",
+        ),
+        "empty_row_nan": (
+            "una fila sin ninguna clave permitida da NaN: la softmax de una fila entera de −∞ es 0/0. Esas filas "
+            "deben tener pesos cero (y salida cero).",
+            "a row with no allowed key gives NaN: the softmax of a row that is all −∞ is 0/0. Those rows must get "
+            "zero weights (and zero output).",
+        ),
+        "empty_row_uniform": (
+            "una fila sin ninguna clave permitida reparte el peso por igual entre claves bloqueadas (lo que ocurre "
+            "al rellenar con −1e9): usa −∞ y pon a cero esas filas.",
+            "a row with no allowed key spreads its weight evenly over blocked keys (what a −1e9 fill does): use −∞ "
+            "and set those rows to zero.",
+        ),
+        "empty_row_other": (
+            "una fila sin ninguna clave permitida debe tener pesos cero y salida cero.",
+            "a row with no allowed key must get zero weights and zero output.",
+        ),
+        "mask_not_bool": (
+            "la máscara debe ser booleana (True = puede atender), no de tipo {dtype}.",
+            "the mask must be boolean (True = may attend), not of dtype {dtype}.",
+        ),
+        "mask_3d": (
+            "una máscara de 3 ejes, {got}, se alinea mal con las puntuaciones (B, H, T, T): su eje B cae sobre el "
+            "eje de las cabezas. Le falta el eje de las cabezas: (B, 1, T, T).",
+            "a mask with 3 axes, {got}, lines up wrongly with the scores (B, H, T, T): its B axis falls on the "
+            "heads' axis. It needs the heads' axis: (B, 1, T, T).",
+        ),
+        "mask_shape": (
+            "la máscara tiene forma {got}; debe poder extenderse (broadcast) a (B, H, T, T), p. ej. (B, 1, T, T).",
+            "the mask has shape {got}; it must broadcast to (B, H, T, T), e.g. (B, 1, T, T).",
+        ),
+        "mask_future": (
+            "la parte causal deja ver el futuro: cada posición puede atender a sí misma y a las anteriores, es "
+            "decir, en la diagonal y por debajo, no por encima.",
+            "the causal part lets positions see the future: each position may attend to itself and to earlier "
+            "ones, on and below the diagonal, not above it.",
+        ),
+        "mask_no_diagonal": (
+            "la parte causal quita la diagonal: cada posición también puede atender a sí misma (si no, la "
+            "primera fila queda sin ninguna clave).",
+            "the causal part removes the diagonal: each position may also attend to itself (otherwise the first "
+            "row has no key at all).",
+        ),
+        "mask_sees_next": (
+            "la parte causal deja ver una posición de más: la posición t ve la t + 1. Solo la diagonal y lo que "
+            "queda por debajo.",
+            "the causal part lets one position too many through: position t sees t + 1. Only the diagonal and "
+            "below it.",
+        ),
+        "mask_no_padding": (
+            "falta la parte de relleno: las claves que son `pad_id` no deben recibir atención.",
+            "the padding part is missing: keys that are `pad_id` must not be attended to.",
+        ),
+        "mask_no_causal": (
+            "falta la parte causal: una posición no puede ver las posteriores.",
+            "the causal part is missing: a position must not see later ones.",
+        ),
+        "mask_padding_rows": (
+            "el relleno bloquea filas (consultas) en lugar de columnas (claves): la máscara de relleno tiene forma "
+            "(B, 1, 1, T) y va sobre el último eje.",
+            "padding blocks rows (queries) instead of columns (keys): the padding mask has shape (B, 1, 1, T) and "
+            "acts on the last axis.",
+        ),
+        "mask_pad_zero": (
+            "parece que tomas el relleno como el id 0: usa el argumento `pad_id`.",
+            "it looks like you take padding to be id 0: use the `pad_id` argument.",
+        ),
+        "mask_wrong": (
+            "la máscara no es la combinación (AND) de la causal y la de relleno. Mírala en una frase sin relleno "
+            "(debe ser el triángulo inferior con la diagonal) y en una con relleno (sus columnas, todas False).",
+            "the mask is not the combination (AND) of the causal and the padding masks. Look at it for a sentence "
+            "without padding (the lower triangle with the diagonal) and for one with padding (its columns all "
+            "False).",
+        ),
+    }
+)
 
-_SOFTMAX = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
-            "torch.nn.Softmax.forward", "torch._softmax", "torch.log_softmax", "torch.Tensor.log_softmax",
-            "torch.nn.functional.log_softmax", "torch.special.log_softmax", "torch.nn.LogSoftmax.forward")
+_SOFTMAX = (
+    "torch.softmax",
+    "torch.Tensor.softmax",
+    "torch.nn.functional.softmax",
+    "torch.special.softmax",
+    "torch.nn.Softmax.forward",
+    "torch._softmax",
+    "torch.log_softmax",
+    "torch.Tensor.log_softmax",
+    "torch.nn.functional.log_softmax",
+    "torch.special.log_softmax",
+    "torch.nn.LogSoftmax.forward",
+)
 
 
 def _cases(seed: int, *shapes: tuple[int, ...]) -> list[Tensor]:
@@ -317,8 +328,11 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str = "es") -> Feed
     """
 
     def run(x: Tensor) -> Tensor:
-        with forbid(_SOFTMAX, "el ejercicio es escribir la softmax tú, con `torch.exp`.",
-                    "the exercise is to write the softmax yourself, with `torch.exp`."):
+        with forbid(
+            _SOFTMAX,
+            "el ejercicio es escribir la softmax tú, con `torch.exp`.",
+            "the exercise is to write the softmax yourself, with `torch.exp`.",
+        ):
             return _answer(lang, softmax, x.clone(), want=x)
 
     (x,) = _cases(1, (3, 5))
@@ -326,11 +340,14 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str = "es") -> Feed
     got = run(x)
     if not close(got, torch.softmax(x, dim=-1)):
         e = x.exp()
-        key = first_match(got, {
-            "wrong_axis": torch.softmax(x, dim=-2),
-            "softmax_global_sum": e / e.sum(),
-            "softmax_no_normalise": e,
-        })
+        key = first_match(
+            got,
+            {
+                "wrong_axis": torch.softmax(x, dim=-2),
+                "softmax_global_sum": e / e.sum(),
+                "softmax_no_normalise": e,
+            },
+        )
         if key is None and not close(got.double().sum(-1), torch.ones(3), atol=1e-4):
             key = "softmax_no_normalise"
         return HINTS(lang, key or "wrong_values")
@@ -381,12 +398,15 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        key = first_match(got, {
-            "no_scale": torch.softmax(raw, dim=-1),
-            "scale_d_k": torch.softmax(raw / 8, dim=-1),
-            "scale_length": torch.softmax(raw / math.sqrt(3), dim=-1),
-            "wrong_axis": torch.softmax(raw / math.sqrt(8), dim=-2),
-        })
+        key = first_match(
+            got,
+            {
+                "no_scale": torch.softmax(raw, dim=-1),
+                "scale_d_k": torch.softmax(raw / 8, dim=-1),
+                "scale_length": torch.softmax(raw / math.sqrt(3), dim=-1),
+                "wrong_axis": torch.softmax(raw / math.sqrt(8), dim=-2),
+            },
+        )
         if key is None and close(got, torch.softmax(raw / math.sqrt(5), dim=-1)):
             key = "scale_length"
         return HINTS(lang, key or "wrong_values")
@@ -439,19 +459,23 @@ def check_self_attention(
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        key = first_match(got, {
-            "scale_d_model": attn(raw / math.sqrt(7)),
-            "scale_length": attn(raw / math.sqrt(5)),
-            "scale_d_v": attn(raw / math.sqrt(2)),
-            "no_scale": attn(raw),
-            "scale_d_k": attn(raw / 3),
-            "wrong_axis": attn(raw / math.sqrt(3), dim=-2),
-            "swapped_qk": attn(raw.T / math.sqrt(3)),
-        })
+        key = first_match(
+            got,
+            {
+                "scale_d_model": attn(raw / math.sqrt(7)),
+                "scale_length": attn(raw / math.sqrt(5)),
+                "scale_d_v": attn(raw / math.sqrt(2)),
+                "no_scale": attn(raw),
+                "scale_d_k": attn(raw / 3),
+                "wrong_axis": attn(raw / math.sqrt(3), dim=-2),
+                "swapped_qk": attn(raw.T / math.sqrt(3)),
+            },
+        )
         if key is None:
             xx = x @ x.T
             key = first_match(got, {"no_projection": attn(xx / math.sqrt(3))}) or first_match(
-                got, {"no_projection": attn(xx / math.sqrt(7))})
+                got, {"no_projection": attn(xx / math.sqrt(7))}
+            )
         return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -490,10 +514,13 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str = 
         if got.shape != want.shape:
             return wrong_shape(lang, got, tuple(want.shape))
         if not close(got, want, atol=0.0, rtol=0.0):
-            key = first_match(got, {
-                "heads_direct_view": x.reshape(B, H, T, Dh),
-                "heads_interleaved": x.view(B, T, Dh, H).permute(0, 3, 1, 2),
-            })
+            key = first_match(
+                got,
+                {
+                    "heads_direct_view": x.reshape(B, H, T, Dh),
+                    "heads_interleaved": x.view(B, T, Dh, H).permute(0, 3, 1, 2),
+                },
+            )
             return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -558,14 +585,17 @@ def check_masked_attention(
     out, w = _pair(lang, result, want_out, want_w)
     if not close(w, want_w):
         sq = math.sqrt(Dh)
-        key = first_match(torch.nan_to_num(w), {
-            "mask_inverted": _naive(q, k, ~mask, sq),
-            "mask_ignored": _naive(q, k, None, sq),
-            "scale_d_model_heads": _naive(q, k, mask, math.sqrt(H * Dh)),
-            "no_scale": _naive(q, k, mask, 1.0),
-            "scale_d_k": _naive(q, k, mask, float(Dh)),
-            "wrong_axis": _naive(q, k, mask, sq, dim=-2),
-        })
+        key = first_match(
+            torch.nan_to_num(w),
+            {
+                "mask_inverted": _naive(q, k, ~mask, sq),
+                "mask_ignored": _naive(q, k, None, sq),
+                "scale_d_model_heads": _naive(q, k, mask, math.sqrt(H * Dh)),
+                "no_scale": _naive(q, k, mask, 1.0),
+                "scale_d_k": _naive(q, k, mask, float(Dh)),
+                "wrong_axis": _naive(q, k, mask, sq, dim=-2),
+            },
+        )
         if key is None and not torch.isfinite(w).all():
             key = "nan"
         return HINTS(lang, key or "wrong_values")
@@ -575,8 +605,9 @@ def check_masked_attention(
     # A batch whose second sequence is all padding: its rows have no allowed key.
     empty = torch.tensor([[True, True, False, False, False], [False] * S])[:, None, None, :]  # (B, 1, 1, S)
     want_out, want_w = scaled_dot_product_attention(q, k, v, empty)
-    out, w = _pair(lang, attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), empty.clone()),
-                   want_out, want_w)
+    out, w = _pair(
+        lang, attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), empty.clone()), want_out, want_w
+    )
     if not (torch.isfinite(w).all() and torch.isfinite(out).all()):
         return HINTS(lang, "empty_row_nan")
     if close(w[1], torch.full_like(w[1], 1.0 / S), atol=1e-4):

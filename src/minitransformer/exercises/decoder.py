@@ -39,8 +39,9 @@ def _layer_case() -> tuple[DecoderLayer, Tensor, Tensor, Tensor, Tensor]:
     return layer, x, memory, target_mask(tgt, 0), padding_mask(src, 0)
 
 
-def _layer_variants(layer: DecoderLayer, x: Tensor, memory: Tensor, tgt_mask: Tensor,
-                    memory_mask: Tensor) -> list[tuple[Tensor, str, str]]:
+def _layer_variants(
+    layer: DecoderLayer, x: Tensor, memory: Tensor, tgt_mask: Tensor, memory_mask: Tensor
+) -> list[tuple[Tensor, str, str]]:
     """What typical mistakes compute, each with its hint."""
     sa, ca, ff = layer.self_attn, layer.cross_attn, layer.feed_forward
     n1, n2, n3 = layer.norm1, layer.norm2, layer.norm3
@@ -65,40 +66,59 @@ def _layer_variants(layer: DecoderLayer, x: Tensor, memory: Tensor, tgt_mask: Te
     x2 = n2(x1 + ca(x1, memory, memory, memory_mask)[0])
     no_last_norm = x2 + ff(x2)
     return [
-        (post(kv_from_x=True),
-         "en la atención cruzada, las claves y los valores salen de la memoria (`memory`), no del decodificador.",
-         "in cross-attention, the keys and values come from the memory (`memory`), not from the decoder."),
-        (post(query_from_input=True),
-         "la consulta de la atención cruzada es la salida de la primera subcapa (x1), no la entrada x.",
-         "the query of cross-attention is the output of the first sublayer (x1), not the input x."),
-        (post(self_mask=None),
-         "la autoatención necesita `tgt_mask`: sin ella cada posición ve el futuro.",
-         "the self-attention needs `tgt_mask`: without it every position sees the future."),
-        (post(cross_mask=None),
-         "la atención cruzada necesita `memory_mask`: sin ella el decodificador atiende también al relleno del "
-         "origen.",
-         "cross-attention needs `memory_mask`: without it the decoder also attends to the source's padding."),
-        (post(self_mask=None, cross_mask=None),
-         "ninguna de las dos atenciones recibe su máscara: la autoatención necesita `tgt_mask` y la atención "
-         "cruzada `memory_mask`.",
-         "neither attention gets its mask: the self-attention needs `tgt_mask` and cross-attention "
-         "`memory_mask`."),
-        (post(norms=(n1, n1, n1)),
-         "cada subcapa tiene su propia LayerNorm: `norm1`, `norm2` y `norm3`, en ese orden.",
-         "each sublayer has its own LayerNorm: `norm1`, `norm2` and `norm3`, in that order."),
-        (pre,
-         "eso es pre-LN; la capa del artículo (post-LN) normaliza después de sumar: LayerNorm(x + subcapa(x)).",
-         "that is pre-LN; the paper's layer (post-LN) normalises after the sum: LayerNorm(x + sublayer(x))."),
-        (no_residual,
-         "falta la conexión residual: cada subcapa da LayerNorm(x + subcapa(x)), no LayerNorm(subcapa(x)).",
-         "the residual connection is missing: each sublayer gives LayerNorm(x + sublayer(x)), not "
-         "LayerNorm(sublayer(x))."),
-        (no_cross,
-         "falta la atención cruzada entre la autoatención y la red prealimentada.",
-         "cross-attention is missing between the self-attention and the feed-forward network."),
-        (no_last_norm,
-         "falta la última LayerNorm (`norm3`) tras la red prealimentada.",
-         "the last LayerNorm (`norm3`) after the feed-forward network is missing."),
+        (
+            post(kv_from_x=True),
+            "en la atención cruzada, las claves y los valores salen de la memoria (`memory`), no del decodificador.",
+            "in cross-attention, the keys and values come from the memory (`memory`), not from the decoder.",
+        ),
+        (
+            post(query_from_input=True),
+            "la consulta de la atención cruzada es la salida de la primera subcapa (x1), no la entrada x.",
+            "the query of cross-attention is the output of the first sublayer (x1), not the input x.",
+        ),
+        (
+            post(self_mask=None),
+            "la autoatención necesita `tgt_mask`: sin ella cada posición ve el futuro.",
+            "the self-attention needs `tgt_mask`: without it every position sees the future.",
+        ),
+        (
+            post(cross_mask=None),
+            "la atención cruzada necesita `memory_mask`: sin ella el decodificador atiende también al relleno del "
+            "origen.",
+            "cross-attention needs `memory_mask`: without it the decoder also attends to the source's padding.",
+        ),
+        (
+            post(self_mask=None, cross_mask=None),
+            "ninguna de las dos atenciones recibe su máscara: la autoatención necesita `tgt_mask` y la atención "
+            "cruzada `memory_mask`.",
+            "neither attention gets its mask: the self-attention needs `tgt_mask` and cross-attention `memory_mask`.",
+        ),
+        (
+            post(norms=(n1, n1, n1)),
+            "cada subcapa tiene su propia LayerNorm: `norm1`, `norm2` y `norm3`, en ese orden.",
+            "each sublayer has its own LayerNorm: `norm1`, `norm2` and `norm3`, in that order.",
+        ),
+        (
+            pre,
+            "eso es pre-LN; la capa del artículo (post-LN) normaliza después de sumar: LayerNorm(x + subcapa(x)).",
+            "that is pre-LN; the paper's layer (post-LN) normalises after the sum: LayerNorm(x + sublayer(x)).",
+        ),
+        (
+            no_residual,
+            "falta la conexión residual: cada subcapa da LayerNorm(x + subcapa(x)), no LayerNorm(subcapa(x)).",
+            "the residual connection is missing: each sublayer gives LayerNorm(x + sublayer(x)), not "
+            "LayerNorm(sublayer(x)).",
+        ),
+        (
+            no_cross,
+            "falta la atención cruzada entre la autoatención y la red prealimentada.",
+            "cross-attention is missing between the self-attention and the feed-forward network.",
+        ),
+        (
+            no_last_norm,
+            "falta la última LayerNorm (`norm3`) tras la red prealimentada.",
+            "the last LayerNorm (`norm3`) after the feed-forward network is missing.",
+        ),
     ]
 
 
@@ -236,7 +256,7 @@ def _cross_cases() -> list[tuple[Tensor, Tensor, Tensor, int]]:
         x = torch.randn(B, T, D, generator=g)  # (B, T, D)
         memory = torch.randn(B, S, D, generator=g)  # (B, S, D)
         src = torch.randint(3, 20, (B, S), generator=g)  # (B, S)
-        src[1, S - 2:] = pad_id
+        src[1, S - 2 :] = pad_id
         if pad_id != 0:
             src[0, 0] = 0  # a real token whose id happens to be 0: catches a hard-coded 0
             src[2, 1:] = pad_id  # a single real token
@@ -275,8 +295,11 @@ def check_cross_attention(
         out, weights = got
         (B, T, D), S = x.shape, memory.size(1)
         if out.shape == (B, T, S) and weights.shape == (B, T, D) and S != D:
-            return not_yet(lang, "devuelves `(weights, out)`: el orden es `out, weights`.",
-                           "you return `(weights, out)`: the order is `out, weights`.")
+            return not_yet(
+                lang,
+                "devuelves `(weights, out)`: el orden es `out, weights`.",
+                "you return `(weights, out)`: the order is `out, weights`.",
+            )
         keys = (src != pad_id)[:, None, :]  # (B, 1, S)
         expected_out, expected = scaled_dot_product_attention(x, memory, memory, keys)  # (B, T, D), (B, T, S)
         if weights.shape == (B, S, T):
@@ -297,29 +320,39 @@ def check_cross_attention(
         causal = torch.ones(T, S, dtype=torch.bool).tril()  # (T, S)
         if not _close(weights, expected):
             hints = [
-                (torch.softmax(scores / math.sqrt(D), dim=-1),
-                 "falta la máscara: las claves de relleno del origen (`pad_id`) deben recibir peso 0.",
-                 "the mask is missing: the source's padding keys (`pad_id`) must get weight 0."),
-                (_softmax_keys(scores / math.sqrt(D), keys & causal),
-                 "la atención cruzada no lleva máscara causal: el origen entero se conoce desde el principio; solo "
-                 "se bloquea el relleno.",
-                 "cross-attention has no causal mask: the whole source is known from the start; only padding is "
-                 "blocked."),
-                (_softmax_keys(scores, keys),
-                 "falta dividir las puntuaciones por √D.",
-                 "the scores must be divided by √D."),
-                (_softmax_keys(scores / D, keys),
-                 "se divide por √D, no por D.",
-                 "divide by √D, not by D."),
-                (torch.softmax((scores / math.sqrt(D)).masked_fill(~keys, 0.0), dim=-1),
-                 "las puntuaciones bloqueadas se rellenan con -inf, no con 0: exp(0) = 1 no es un peso nulo.",
-                 "blocked scores are filled with -inf, not 0: exp(0) = 1 is not a zero weight."),
-                (_softmax_keys(scores / math.sqrt(D), keys, dim=-2),
-                 "el softmax va sobre las claves (la última dimensión, S), no sobre las consultas.",
-                 "the softmax goes over the keys (the last dimension, S), not over the queries."),
-                (_softmax_keys(scores / math.sqrt(D), (src != 0)[:, None, :]),
-                 f"usa el argumento `pad_id` en lugar de un 0 fijo: aquí el relleno es el id {pad_id}.",
-                 f"use the `pad_id` argument instead of a fixed 0: here padding is id {pad_id}."),
+                (
+                    torch.softmax(scores / math.sqrt(D), dim=-1),
+                    "falta la máscara: las claves de relleno del origen (`pad_id`) deben recibir peso 0.",
+                    "the mask is missing: the source's padding keys (`pad_id`) must get weight 0.",
+                ),
+                (
+                    _softmax_keys(scores / math.sqrt(D), keys & causal),
+                    "la atención cruzada no lleva máscara causal: el origen entero se conoce desde el principio; solo "
+                    "se bloquea el relleno.",
+                    "cross-attention has no causal mask: the whole source is known from the start; only padding is "
+                    "blocked.",
+                ),
+                (
+                    _softmax_keys(scores, keys),
+                    "falta dividir las puntuaciones por √D.",
+                    "the scores must be divided by √D.",
+                ),
+                (_softmax_keys(scores / D, keys), "se divide por √D, no por D.", "divide by √D, not by D."),
+                (
+                    torch.softmax((scores / math.sqrt(D)).masked_fill(~keys, 0.0), dim=-1),
+                    "las puntuaciones bloqueadas se rellenan con -inf, no con 0: exp(0) = 1 no es un peso nulo.",
+                    "blocked scores are filled with -inf, not 0: exp(0) = 1 is not a zero weight.",
+                ),
+                (
+                    _softmax_keys(scores / math.sqrt(D), keys, dim=-2),
+                    "el softmax va sobre las claves (la última dimensión, S), no sobre las consultas.",
+                    "the softmax goes over the keys (the last dimension, S), not over the queries.",
+                ),
+                (
+                    _softmax_keys(scores / math.sqrt(D), (src != 0)[:, None, :]),
+                    f"usa el argumento `pad_id` en lugar de un 0 fijo: aquí el relleno es el id {pad_id}.",
+                    f"use the `pad_id` argument instead of a fixed 0: here padding is id {pad_id}.",
+                ),
             ]
             name_mistake(lang, weights, hints, **_TOL)
             return not_yet(

@@ -16,8 +16,9 @@ __all__ = ["check_strongest_head", "check_attention_row"]
 
 def _random_maps(seed: int, n_layers: int = 3, n_heads: int = 4, length: int = 6) -> list[Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.softmax(3 * torch.randn(1, n_heads, length, length, generator=g), dim=-1)
-            for _ in range(n_layers)]  # L × (1, H, T, T)
+    return [
+        torch.softmax(3 * torch.randn(1, n_heads, length, length, generator=g), dim=-1) for _ in range(n_layers)
+    ]  # L × (1, H, T, T)
 
 
 @checker
@@ -32,8 +33,11 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
         if isinstance(got, Tensor):
             if got.is_floating_point() or got.is_complex():
                 dtype = str(got.dtype).removeprefix("torch.")
-                return not_yet(lang, f"la capa y la cabeza son índices enteros, no {dtype}.",
-                               f"the layer and the head are integer indices, not {dtype}.")
+                return not_yet(
+                    lang,
+                    f"la capa y la cabeza son índices enteros, no {dtype}.",
+                    f"the layer and the head are integer indices, not {dtype}.",
+                )
             got = tuple(int(x) for x in got.flatten()) if got.numel() in (1, 2) else got
         if isinstance(got, int) or (isinstance(got, tuple) and len(got) == 1):
             return not_yet(
@@ -44,21 +48,31 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
                 "flattened (L·H) matrix, `divmod(i, H)` turns it into (layer, head).",
             )
         pair = got if isinstance(got, (tuple, list)) and len(got) == 2 else None
-        if pair is not None and any(isinstance(x, float) or (isinstance(x, Tensor) and x.is_floating_point())
-                                    for x in pair):
-            return not_yet(lang, "la capa y la cabeza son índices enteros (sirven para indexar `maps`), no decimales.",
-                           "the layer and the head are integer indices (they index `maps`), not floats.")
+        if pair is not None and any(
+            isinstance(x, float) or (isinstance(x, Tensor) and x.is_floating_point()) for x in pair
+        ):
+            return not_yet(
+                lang,
+                "la capa y la cabeza son índices enteros (sirven para indexar `maps`), no decimales.",
+                "the layer and the head are integer indices (they index `maps`), not floats.",
+            )
         try:
             got = (int(pair[0]), int(pair[1]))
         except (TypeError, ValueError, IndexError, RuntimeError):
             what = type_name(got)
-            return not_yet(lang, f"se esperaba un par (capa, cabeza) de enteros y tu función devolvió {what}.",
-                           f"a pair (layer, head) of integers was expected and your function returned {what}.")
+            return not_yet(
+                lang,
+                f"se esperaba un par (capa, cabeza) de enteros y tu función devolvió {what}.",
+                f"a pair (layer, head) of integers was expected and your function returned {what}.",
+            )
         if got == want:
             continue
         if got == want[::-1]:
-            return not_yet(lang, "el orden es (capa, cabeza): has devuelto (cabeza, capa).",
-                           "the order is (layer, head): you returned (head, layer).")
+            return not_yet(
+                lang,
+                "el orden es (capa, cabeza): has devuelto (cabeza, capa).",
+                "the order is (layer, head): you returned (head, layer).",
+            )
         swapped = top_heads(attention_to(maps, key, query), 1)[0]
         if got == swapped:
             return not_yet(
@@ -75,8 +89,11 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
             f"with query={query} and key={key} your function gave {got}, but another head gives more weight: "
             "compare the weight in row `query`, column `key`, over every layer and head.",
         )
-    return correct(lang, "Así se encuentran las cabezas en el cuaderno: con código, no a ojo.",
-                   "That is how the notebook finds heads: with code, not by eye.")
+    return correct(
+        lang,
+        "Así se encuentran las cabezas en el cuaderno: con código, no a ojo.",
+        "That is how the notebook finds heads: with code, not by eye.",
+    )
 
 
 @checker
@@ -93,30 +110,49 @@ def check_attention_row(attention_row, lang: str = "es") -> Feedback:
         if not isinstance(got, Tensor):
             return not_a_tensor(lang, got)
         if got.shape != want.shape:
-            return not_yet(lang, f"la forma debe ser (S,) = {tuple(want.shape)}, no {tuple(got.shape)}.",
-                           f"the shape must be (S,) = {tuple(want.shape)}, not {tuple(got.shape)}.")
+            return not_yet(
+                lang,
+                f"la forma debe ser (S,) = {tuple(want.shape)}, no {tuple(got.shape)}.",
+                f"the shape must be (S,) = {tuple(want.shape)}, not {tuple(got.shape)}.",
+            )
         got = got.detach()
         if close(got, want, atol=1e-5, rtol=0.0):
             continue
         got = got.double()
         if close(got, torch.softmax(scores, dim=-1), atol=1e-5, rtol=0.0):
-            return not_yet(lang, "falta dividir las puntuaciones entre √d_head antes del softmax.",
-                           "the scores must be divided by √d_head before the softmax.")
+            return not_yet(
+                lang,
+                "falta dividir las puntuaciones entre √d_head antes del softmax.",
+                "the scores must be divided by √d_head before the softmax.",
+            )
         if close(got, torch.softmax(scores / Dh, dim=-1), atol=1e-5, rtol=0.0):
-            return not_yet(lang, "se divide entre la raíz cuadrada de d_head, no entre d_head.",
-                           "divide by the square root of d_head, not by d_head.")
+            return not_yet(
+                lang,
+                "se divide entre la raíz cuadrada de d_head, no entre d_head.",
+                "divide by the square root of d_head, not by d_head.",
+            )
         if close(got, scores / math.sqrt(Dh), atol=1e-4, rtol=0.0):
-            return not_yet(lang, "esas son las puntuaciones: falta el softmax para convertirlas en pesos.",
-                           "those are the scores: a softmax turns them into weights.")
+            return not_yet(
+                lang,
+                "esas son las puntuaciones: falta el softmax para convertirlas en pesos.",
+                "those are the scores: a softmax turns them into weights.",
+            )
         if not abs(float(got.sum()) - 1.0) <= 1e-4:
-            return not_yet(lang, "los pesos de una consulta deben sumar 1: aplica el softmax sobre las S claves.",
-                           "the weights of one query must add up to 1: apply softmax over the S keys.")
-        return not_yet(lang, "los pesos suman 1 pero no coinciden: revisa las puntuaciones, el producto escalar de `q` "
-                       "con cada clave, antes de la escala y la softmax.",
-                       "the weights add up to 1 but do not match: check the scores, the dot product of `q` with each "
-                       "key, before the scale and the softmax.")
-    return correct(lang, "Es exactamente lo que dibuja la vista de neuronas.",
-                   "It is exactly what the neuron view draws.")
+            return not_yet(
+                lang,
+                "los pesos de una consulta deben sumar 1: aplica el softmax sobre las S claves.",
+                "the weights of one query must add up to 1: apply softmax over the S keys.",
+            )
+        return not_yet(
+            lang,
+            "los pesos suman 1 pero no coinciden: revisa las puntuaciones, el producto escalar de `q` "
+            "con cada clave, antes de la escala y la softmax.",
+            "the weights add up to 1 but do not match: check the scores, the dot product of `q` with each "
+            "key, before the scale and the softmax.",
+        )
+    return correct(
+        lang, "Es exactamente lo que dibuja la vista de neuronas.", "It is exactly what the neuron view draws."
+    )
 
 
 @explain(

@@ -15,60 +15,62 @@ from .registry import explain
 
 __all__ = ["HINTS", "check_attention_shapes", "check_mha_parameters"]
 
-HINTS = Hints({
-    "not_triple": (
-        "devuelve tres formas, `(encoder, decoder_self, cross)`, y cada una debe ser una tupla de 4 enteros.",
-        "return three shapes, `(encoder, decoder_self, cross)`, each a tuple of 4 integers.",
-    ),
-    "no_heads": (
-        "cada capa da un mapa por cabeza: las formas tienen 4 ejes, (B, H, consultas, claves).",
-        "each layer gives one map per head: the shapes have 4 axes, (B, H, queries, keys).",
-    ),
-    "encoder": (
-        "en la autoatención del codificador (encoder), la frase de origen se mira a sí misma: (B, H, S, S).",
-        "in the encoder's self-attention, the source sentence looks at itself: (B, H, S, S).",
-    ),
-    "decoder_self": (
-        "en la autoatención del decodificador (decoder), la frase de destino se mira a sí misma: (B, H, T, T).",
-        "in the decoder's self-attention, the target sentence looks at itself: (B, H, T, T).",
-    ),
-    "cross_swapped": (
-        "en la atención cruzada (cross-attention) las consultas vienen del decodificador (T) y las "
-        "claves del codificador (S): (B, H, T, S), no (B, H, S, T).",
-        "in cross-attention the queries come from the decoder (T) and the keys from the encoder (S): "
-        "(B, H, T, S), not (B, H, S, T).",
-    ),
-    "cross": (
-        "en la atención cruzada, el destino (consultas, T) mira al origen (claves, S): (B, H, T, S).",
-        "in cross-attention, the target (queries, T) looks at the source (keys, S): (B, H, T, S).",
-    ),
-    "not_int": (
-        "devuelve un número entero de parámetros.",
-        "return an integer number of parameters.",
-    ),
-    "no_bias": (
-        "cada una de las cuatro proyecciones es `nn.Linear(d_model, d_model)`, con sesgo (bias): "
-        "suma también d_model por proyección.",
-        "each of the four projections is `nn.Linear(d_model, d_model)`, with a bias: also add "
-        "d_model per projection.",
-    ),
-    "three_projections": (
-        "hay cuatro proyecciones: W_Q, W_K, W_V y también la de salida, W_O.",
-        "there are four projections: W_Q, W_K, W_V and also the output one, W_O.",
-    ),
-    "per_head": (
-        "el número no depende de h: las cabezas se reparten las d_model columnas de cada "
-        "proyección, no las multiplican.",
-        "the count does not depend on h: the heads share the d_model columns of each projection, "
-        "they do not multiply them.",
-    ),
-    "wrong_count": (
-        "el número no coincide con el de `MultiHeadAttention(d_model, n_heads)` (con d_model = {d}, "
-        "n_heads = {h} se esperaban {want}, devuelves {got}); cuenta pesos y sesgos de cada `nn.Linear`.",
-        "the count does not match `MultiHeadAttention(d_model, n_heads)` (with d_model = {d}, n_heads = {h} "
-        "the count is {want}, you return {got}); count the weights and biases of each `nn.Linear`.",
-    ),
-})
+HINTS = Hints(
+    {
+        "not_triple": (
+            "devuelve tres formas, `(encoder, decoder_self, cross)`, y cada una debe ser una tupla de 4 enteros.",
+            "return three shapes, `(encoder, decoder_self, cross)`, each a tuple of 4 integers.",
+        ),
+        "no_heads": (
+            "cada capa da un mapa por cabeza: las formas tienen 4 ejes, (B, H, consultas, claves).",
+            "each layer gives one map per head: the shapes have 4 axes, (B, H, queries, keys).",
+        ),
+        "encoder": (
+            "en la autoatención del codificador (encoder), la frase de origen se mira a sí misma: (B, H, S, S).",
+            "in the encoder's self-attention, the source sentence looks at itself: (B, H, S, S).",
+        ),
+        "decoder_self": (
+            "en la autoatención del decodificador (decoder), la frase de destino se mira a sí misma: (B, H, T, T).",
+            "in the decoder's self-attention, the target sentence looks at itself: (B, H, T, T).",
+        ),
+        "cross_swapped": (
+            "en la atención cruzada (cross-attention) las consultas vienen del decodificador (T) y las "
+            "claves del codificador (S): (B, H, T, S), no (B, H, S, T).",
+            "in cross-attention the queries come from the decoder (T) and the keys from the encoder (S): "
+            "(B, H, T, S), not (B, H, S, T).",
+        ),
+        "cross": (
+            "en la atención cruzada, el destino (consultas, T) mira al origen (claves, S): (B, H, T, S).",
+            "in cross-attention, the target (queries, T) looks at the source (keys, S): (B, H, T, S).",
+        ),
+        "not_int": (
+            "devuelve un número entero de parámetros.",
+            "return an integer number of parameters.",
+        ),
+        "no_bias": (
+            "cada una de las cuatro proyecciones es `nn.Linear(d_model, d_model)`, con sesgo (bias): "
+            "suma también d_model por proyección.",
+            "each of the four projections is `nn.Linear(d_model, d_model)`, with a bias: also add "
+            "d_model per projection.",
+        ),
+        "three_projections": (
+            "hay cuatro proyecciones: W_Q, W_K, W_V y también la de salida, W_O.",
+            "there are four projections: W_Q, W_K, W_V and also the output one, W_O.",
+        ),
+        "per_head": (
+            "el número no depende de h: las cabezas se reparten las d_model columnas de cada "
+            "proyección, no las multiplican.",
+            "the count does not depend on h: the heads share the d_model columns of each projection, "
+            "they do not multiply them.",
+        ),
+        "wrong_count": (
+            "el número no coincide con el de `MultiHeadAttention(d_model, n_heads)` (con d_model = {d}, "
+            "n_heads = {h} se esperaban {want}, devuelves {got}); cuenta pesos y sesgos de cada `nn.Linear`.",
+            "the count does not match `MultiHeadAttention(d_model, n_heads)` (with d_model = {d}, n_heads = {h} "
+            "the count is {want}, you return {got}); count the weights and biases of each `nn.Linear`.",
+        ),
+    }
+)
 hint = HINTS
 
 
@@ -81,9 +83,7 @@ def _shape(x: Any) -> tuple[int, ...] | None:
 
 
 @checker
-def check_attention_shapes(
-    attention_shapes: Callable[[int, int, int, int], Any], lang: str = "es"
-) -> Feedback:
+def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any], lang: str = "es") -> Feedback:
     """Exercise: the shapes of the attention maps of one forward pass.
 
     ``attention_shapes(B, S, T, n_heads)`` returns ``(encoder, decoder_self, cross)``, the shape
@@ -92,8 +92,14 @@ def check_attention_shapes(
     """
     for B, S, T, H in ((2, 7, 5, 4), (3, 4, 6, 2)):
         config = TransformerConfig(
-            src_vocab_size=11, tgt_vocab_size=13, d_model=8 * H, n_heads=H, d_ff=16,
-            n_layers=1, dropout=0.0, max_len=16,
+            src_vocab_size=11,
+            tgt_vocab_size=13,
+            d_model=8 * H,
+            n_heads=H,
+            d_ff=16,
+            n_layers=1,
+            dropout=0.0,
+            max_len=16,
         )
         model = Transformer(config).eval()  # the shapes do not depend on the weights
         g = torch.Generator().manual_seed(0)

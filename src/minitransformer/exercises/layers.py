@@ -40,17 +40,23 @@ def _shape_problem(lang: str, got, expected: Tensor) -> Feedback | None:
     return None
 
 
-_LAYER_NORM = ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm",
-               "torch.nn.LayerNorm.forward")
+_LAYER_NORM = (
+    "torch.nn.functional.layer_norm",
+    "torch.layer_norm",
+    "torch.native_layer_norm",
+    "torch.nn.LayerNorm.forward",
+)
 _RMS_NORM = ("torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm.forward")
 
 
 def _run(lang: str, fn: Callable[..., Tensor], tools: tuple[str, ...], *args):
     """Run the student's norm with PyTorch's own switched off: the statement asks to write it by hand."""
-    with forbid(tools, "el ejercicio es escribir la normalización tú, con operaciones elementales (media, "
-                "varianza, raíz).",
-                "the exercise is to write the normalisation yourself, with elementary operations (mean, "
-                "variance, square root)."):
+    with forbid(
+        tools,
+        "el ejercicio es escribir la normalización tú, con operaciones elementales (media, varianza, raíz).",
+        "the exercise is to write the normalisation yourself, with elementary operations (mean, "
+        "variance, square root).",
+    ):
         return attempt(lang, fn, *args)
 
 
@@ -58,20 +64,28 @@ def _layer_norm_variants(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, keepdim=True, unbiased=False)
     return [
-        ((x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
-         "usas la varianza insesgada (dividida entre D − 1). La normalización de capa divide entre D: "
-         "`x.var(dim=-1, unbiased=False)`.",
-         "you use the unbiased variance (divided by D − 1). Layer normalisation divides by D: "
-         "`x.var(dim=-1, unbiased=False)`."),
-        ((x - mean) / torch.sqrt(var + eps),
-         "falta la transformación afín final: multiplica por `gamma` y suma `beta`.",
-         "the final affine step is missing: multiply by `gamma` and add `beta`."),
-        ((x - mean) / (torch.sqrt(var) + eps) * gamma + beta,
-         "`eps` va dentro de la raíz: √(σ² + ε), no √σ² + ε.",
-         "`eps` goes inside the square root: √(σ² + ε), not √σ² + ε."),
-        (F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5),
-         "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
-         "you do not use the `eps` argument (did you write 1e-5 by hand?)."),
+        (
+            (x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
+            "usas la varianza insesgada (dividida entre D − 1). La normalización de capa divide entre D: "
+            "`x.var(dim=-1, unbiased=False)`.",
+            "you use the unbiased variance (divided by D − 1). Layer normalisation divides by D: "
+            "`x.var(dim=-1, unbiased=False)`.",
+        ),
+        (
+            (x - mean) / torch.sqrt(var + eps),
+            "falta la transformación afín final: multiplica por `gamma` y suma `beta`.",
+            "the final affine step is missing: multiply by `gamma` and add `beta`.",
+        ),
+        (
+            (x - mean) / (torch.sqrt(var) + eps) * gamma + beta,
+            "`eps` va dentro de la raíz: √(σ² + ε), no √σ² + ε.",
+            "`eps` goes inside the square root: √(σ² + ε), not √σ² + ε.",
+        ),
+        (
+            F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5),
+            "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
+            "you do not use the `eps` argument (did you write 1e-5 by hand?).",
+        ),
     ]
 
 
@@ -85,13 +99,18 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
     x = torch.full((1, 2, 4), 3.0)
     gamma, beta = torch.ones(4), torch.arange(4.0)
     got = _run(lang, layer_norm, _LAYER_NORM, x.clone(), gamma.clone(), beta.clone(), 1e-5)
-    if isinstance(got, Tensor) and got.shape == x.shape and got.is_floating_point() \
-            and not bool(torch.isfinite(got).all()):
-        return not_yet(lang,
-                       "con un token constante (varianza 0) tu resultado no es finito: suma `eps` a la varianza "
-                       "antes de la raíz.",
-                       "with a constant token (variance 0) your result is not finite: add `eps` to the variance "
-                       "before the square root.")
+    if (
+        isinstance(got, Tensor)
+        and got.shape == x.shape
+        and got.is_floating_point()
+        and not bool(torch.isfinite(got).all())
+    ):
+        return not_yet(
+            lang,
+            "con un token constante (varianza 0) tu resultado no es finito: suma `eps` a la varianza antes de la raíz.",
+            "with a constant token (variance 0) your result is not finite: add `eps` to the variance "
+            "before the square root.",
+        )
     cases = [
         (_randn(2, 5, 8, seed=1) * 3 + 1, _randn(8, seed=2), _randn(8, seed=3), 1e-5),
         (_randn(3, 6, seed=4) * 0.3, _randn(6, seed=5), _randn(6, seed=6), 0.5),
@@ -108,18 +127,22 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
         mean_first = x.mean(dim=0, keepdim=True)
         std_first = x.var(dim=0, keepdim=True, unbiased=False).add(eps).sqrt()
         if _close(got, (x - mean_first) / std_first * gamma + beta):
-            return not_yet(lang,
-                           "normalizas a lo largo del lote (dim=0). Cada token se normaliza con sus propias "
-                           "características: usa `dim=-1`.",
-                           "you normalise across the batch (dim=0). Each token is normalised over its own "
-                           "features: use `dim=-1`.")
-        return not_yet(lang,
-                       "el resultado no coincide con la normalización de capa. Revisa la fórmula del cuaderno: "
-                       "sobre qué dimensión van la media y la varianza, dónde va ε, y el orden de γ y β.",
-                       "the result does not match layer normalisation. Check the notebook's formula: over which "
-                       "dimension the mean and the variance run, where ε goes, and the order of γ and β.")
-    return correct(lang, "Coincide con `F.layer_norm` (y con `nn.LayerNorm`).",
-                   "It matches `F.layer_norm` (and `nn.LayerNorm`).")
+            return not_yet(
+                lang,
+                "normalizas a lo largo del lote (dim=0). Cada token se normaliza con sus propias "
+                "características: usa `dim=-1`.",
+                "you normalise across the batch (dim=0). Each token is normalised over its own features: use `dim=-1`.",
+            )
+        return not_yet(
+            lang,
+            "el resultado no coincide con la normalización de capa. Revisa la fórmula del cuaderno: "
+            "sobre qué dimensión van la media y la varianza, dónde va ε, y el orden de γ y β.",
+            "the result does not match layer normalisation. Check the notebook's formula: over which "
+            "dimension the mean and the variance run, where ε goes, and the order of γ and β.",
+        )
+    return correct(
+        lang, "Coincide con `F.layer_norm` (y con `nn.LayerNorm`).", "It matches `F.layer_norm` (and `nn.LayerNorm`)."
+    )
 
 
 @checker
@@ -143,54 +166,80 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
         if problem is not None:
             return problem
         if _close(got, expected):
-            return correct(lang, "Es la conexión post-LN del artículo: LayerNorm(x + Subcapa(x)).",
-                           "It is the paper's post-LN connection: LayerNorm(x + Sublayer(x)).")
+            return correct(
+                lang,
+                "Es la conexión post-LN del artículo: LayerNorm(x + Subcapa(x)).",
+                "It is the paper's post-LN connection: LayerNorm(x + Sublayer(x)).",
+            )
         variants = [
-            (x + sublayer(norm(x)),
-             "eso es pre-LN, x + Subcapa(LayerNorm(x)). En post-LN (el artículo) la norma va después de la suma.",
-             "that is pre-LN, x + Sublayer(LayerNorm(x)). In post-LN (the paper) the norm comes after the sum."),
-            (norm(sublayer(x)),
-             "falta la conexión residual: suma la entrada `x` a la salida de la subcapa antes de normalizar.",
-             "the residual connection is missing: add the input `x` to the sublayer's output before normalising."),
-            (x + sublayer(x),
-             "falta la normalización: aplica `norm` a la suma.",
-             "the normalisation is missing: apply `norm` to the sum."),
-            (norm(x) + sublayer(x),
-             "normaliza la suma x + Subcapa(x), no solo `x`.",
-             "normalise the sum x + Sublayer(x), not just `x`."),
-            (norm(x + sublayer(norm(x))),
-             "en post-LN la subcapa recibe `x` directamente: no normalices antes de la subcapa, solo después de "
-             "la suma.",
-             "in post-LN the sublayer takes `x` directly: do not normalise before the sublayer, only after the "
-             "sum."),
+            (
+                x + sublayer(norm(x)),
+                "eso es pre-LN, x + Subcapa(LayerNorm(x)). En post-LN (el artículo) la norma va después de la suma.",
+                "that is pre-LN, x + Sublayer(LayerNorm(x)). In post-LN (the paper) the norm comes after the sum.",
+            ),
+            (
+                norm(sublayer(x)),
+                "falta la conexión residual: suma la entrada `x` a la salida de la subcapa antes de normalizar.",
+                "the residual connection is missing: add the input `x` to the sublayer's output before normalising.",
+            ),
+            (
+                x + sublayer(x),
+                "falta la normalización: aplica `norm` a la suma.",
+                "the normalisation is missing: apply `norm` to the sum.",
+            ),
+            (
+                norm(x) + sublayer(x),
+                "normaliza la suma x + Subcapa(x), no solo `x`.",
+                "normalise the sum x + Sublayer(x), not just `x`.",
+            ),
+            (
+                norm(x + sublayer(norm(x))),
+                "en post-LN la subcapa recibe `x` directamente: no normalices antes de la subcapa, solo después de "
+                "la suma.",
+                "in post-LN the sublayer takes `x` directly: do not normalise before the sublayer, only after the sum.",
+            ),
         ]
     name_mistake(lang, got, variants, **_TOL)
-    return not_yet(lang, "el resultado no coincide con la conexión post-LN del artículo: revisa qué recibe la "
-                   "subcapa, qué se suma en la conexión residual y qué se normaliza.",
-                   "the result does not match the paper's post-LN connection: check what the sublayer takes, what "
-                   "the residual connection adds and what is normalised.")
+    return not_yet(
+        lang,
+        "el resultado no coincide con la conexión post-LN del artículo: revisa qué recibe la "
+        "subcapa, qué se suma en la conexión residual y qué se normaliza.",
+        "the result does not match the paper's post-LN connection: check what the sublayer takes, what "
+        "the residual connection adds and what is normalised.",
+    )
 
 
 def _rms_norm_variants(x: Tensor, gamma: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:
     mean_sq = (x**2).mean(dim=-1, keepdim=True)
     return [
-        (F.layer_norm(x, x.shape[-1:], gamma, None, eps),
-         "restas la media: eso es la normalización de capa. RMSNorm solo divide entre la raíz de la media de "
-         "los cuadrados, sin centrar.",
-         "you subtract the mean: that is layer normalisation. RMSNorm only divides by the root of the mean of "
-         "the squares, without centring."),
-        (x / torch.sqrt(mean_sq + eps),
-         "falta multiplicar por `gamma`.", "multiplying by `gamma` is missing."),
-        (x / (torch.sqrt(mean_sq) + eps) * gamma,
-         "`eps` va dentro de la raíz: √(media(x²) + ε).", "`eps` goes inside the square root: √(mean(x²) + ε)."),
-        (x / torch.sqrt((x**2).sum(dim=-1, keepdim=True) + eps) * gamma,
-         "usa la media de los cuadrados (`mean`), no su suma.", "use the mean of the squares (`mean`), not their sum."),
-        (x / (mean_sq + eps) * gamma,
-         "falta la raíz cuadrada: divide entre √(media(x²) + ε).",
-         "the square root is missing: divide by √(mean(x²) + ε)."),
-        (F.rms_norm(x, x.shape[-1:], gamma, 1e-5),
-         "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
-         "you do not use the `eps` argument (did you write 1e-5 by hand?)."),
+        (
+            F.layer_norm(x, x.shape[-1:], gamma, None, eps),
+            "restas la media: eso es la normalización de capa. RMSNorm solo divide entre la raíz de la media de "
+            "los cuadrados, sin centrar.",
+            "you subtract the mean: that is layer normalisation. RMSNorm only divides by the root of the mean of "
+            "the squares, without centring.",
+        ),
+        (x / torch.sqrt(mean_sq + eps), "falta multiplicar por `gamma`.", "multiplying by `gamma` is missing."),
+        (
+            x / (torch.sqrt(mean_sq) + eps) * gamma,
+            "`eps` va dentro de la raíz: √(media(x²) + ε).",
+            "`eps` goes inside the square root: √(mean(x²) + ε).",
+        ),
+        (
+            x / torch.sqrt((x**2).sum(dim=-1, keepdim=True) + eps) * gamma,
+            "usa la media de los cuadrados (`mean`), no su suma.",
+            "use the mean of the squares (`mean`), not their sum.",
+        ),
+        (
+            x / (mean_sq + eps) * gamma,
+            "falta la raíz cuadrada: divide entre √(media(x²) + ε).",
+            "the square root is missing: divide by √(mean(x²) + ε).",
+        ),
+        (
+            F.rms_norm(x, x.shape[-1:], gamma, 1e-5),
+            "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
+            "you do not use the `eps` argument (did you write 1e-5 by hand?).",
+        ),
     ]
 
 
@@ -202,11 +251,17 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedbac
     """
     x = torch.zeros(1, 2, 4)  # a token of zeros: only ε keeps 0 / 0 away
     got = _run(lang, rms_norm, _RMS_NORM, x.clone(), torch.ones(4), 1e-6)
-    if isinstance(got, Tensor) and got.shape == x.shape and got.is_floating_point() \
-            and not bool(torch.isfinite(got).all()):
-        return not_yet(lang,
-                       "con un token de ceros tu resultado no es finito: suma `eps` dentro de la raíz.",
-                       "with a token of zeros your result is not finite: add `eps` inside the square root.")
+    if (
+        isinstance(got, Tensor)
+        and got.shape == x.shape
+        and got.is_floating_point()
+        and not bool(torch.isfinite(got).all())
+    ):
+        return not_yet(
+            lang,
+            "con un token de ceros tu resultado no es finito: suma `eps` dentro de la raíz.",
+            "with a token of zeros your result is not finite: add `eps` inside the square root.",
+        )
     cases = [
         (_randn(2, 5, 8, seed=60) * 2 + 0.7, _randn(8, seed=61), 1e-6),
         (_randn(3, 6, seed=62) * 0.4, _randn(6, seed=63), 0.5),
@@ -220,13 +275,15 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedbac
         if _close(got, expected):
             continue
         name_mistake(lang, got, _rms_norm_variants(x, gamma, eps), **_TOL)
-        return not_yet(lang,
-                       "el resultado no coincide con `F.rms_norm`: x / √(media(x²) + ε) · γ, con la media sobre la "
-                       "última dimensión.",
-                       "the result does not match `F.rms_norm`: x / √(mean(x²) + ε) · γ, with the mean over the "
-                       "last dimension.")
-    return correct(lang, "Coincide con `F.rms_norm` (y con `nn.RMSNorm`).",
-                   "It matches `F.rms_norm` (and `nn.RMSNorm`).")
+        return not_yet(
+            lang,
+            "el resultado no coincide con `F.rms_norm`: x / √(media(x²) + ε) · γ, con la media sobre la "
+            "última dimensión.",
+            "the result does not match `F.rms_norm`: x / √(mean(x²) + ε) · γ, with the mean over the last dimension.",
+        )
+    return correct(
+        lang, "Coincide con `F.rms_norm` (y con `nn.RMSNorm`).", "It matches `F.rms_norm` (and `nn.RMSNorm`)."
+    )
 
 
 @explain(

@@ -40,6 +40,7 @@ def _close(a: Tensor, b: Tensor) -> bool:
 
 # ---- exercise 1: embeddings × √d_model + positional encoding --------------------------------------
 
+
 def _embedding_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
     g = torch.Generator().manual_seed(11)
     cases = []
@@ -69,33 +70,45 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
         positions = pe[:T]  # (T, D)
         expected = emb * math.sqrt(D) + positions  # (B, T, D)
         if got.shape != (B, T, D):
-            return wrong_shape(lang, got, (B, T, D), " = (B, T, D); la codificación posicional se recorta a las "
-                               "T primeras posiciones", " = (B, T, D); the positional encoding is cut to the first T "
-                               "positions")
+            return wrong_shape(
+                lang,
+                got,
+                (B, T, D),
+                " = (B, T, D); la codificación posicional se recorta a las T primeras posiciones",
+                " = (B, T, D); the positional encoding is cut to the first T positions",
+            )
         if _close(got, expected):
             continue
         hints = [
-            (emb + positions,
-             "falta el factor: multiplica los embeddings por √D (`math.sqrt(D)`) antes de sumar la codificación "
-             "posicional.",
-             "the factor is missing: multiply the embeddings by √D (`math.sqrt(D)`) before adding the positional "
-             "encoding."),
-            (emb * D + positions,
-             "el factor es √D, no D.",
-             "the factor is √D, not D."),
-            (emb / math.sqrt(D) + positions,
-             "hay que multiplicar por √D, no dividir: los embeddings son pequeños y hay que agrandarlos.",
-             "multiply by √D, do not divide: the embeddings are small and must be made larger."),
-            ((emb + positions) * math.sqrt(D),
-             "solo se escala el embedding, no la codificación posicional.",
-             "only the embedding is scaled, not the positional encoding."),
-            (emb * math.sqrt(D) + pe[tokens],
-             "la codificación posicional se indexa por la posición (0, 1, …, T-1), no por el id del token: "
-             "`pe[:T]`.",
-             "the positional encoding is indexed by position (0, 1, …, T-1), not by the token id: `pe[:T]`."),
-            (emb * math.sqrt(D),
-             "falta sumar la codificación posicional `pe[:T]`.",
-             "the positional encoding `pe[:T]` is not added."),
+            (
+                emb + positions,
+                "falta el factor: multiplica los embeddings por √D (`math.sqrt(D)`) antes de sumar la codificación "
+                "posicional.",
+                "the factor is missing: multiply the embeddings by √D (`math.sqrt(D)`) before adding the positional "
+                "encoding.",
+            ),
+            (emb * D + positions, "el factor es √D, no D.", "the factor is √D, not D."),
+            (
+                emb / math.sqrt(D) + positions,
+                "hay que multiplicar por √D, no dividir: los embeddings son pequeños y hay que agrandarlos.",
+                "multiply by √D, do not divide: the embeddings are small and must be made larger.",
+            ),
+            (
+                (emb + positions) * math.sqrt(D),
+                "solo se escala el embedding, no la codificación posicional.",
+                "only the embedding is scaled, not the positional encoding.",
+            ),
+            (
+                emb * math.sqrt(D) + pe[tokens],
+                "la codificación posicional se indexa por la posición (0, 1, …, T-1), no por el id del token: "
+                "`pe[:T]`.",
+                "the positional encoding is indexed by position (0, 1, …, T-1), not by the token id: `pe[:T]`.",
+            ),
+            (
+                emb * math.sqrt(D),
+                "falta sumar la codificación posicional `pe[:T]`.",
+                "the positional encoding `pe[:T]` is not added.",
+            ),
         ]
         name_mistake(lang, got, hints, **_TOL)
         return not_yet(
@@ -119,8 +132,15 @@ _PARAM_CASES = ((37000, 512, 2048, 6, False), (100, 16, 64, 3, True), (50, 24, 4
 
 def _count_model(V: int, D: int, F: int, N: int, norm_first: bool) -> int:
     config = TransformerConfig(
-        src_vocab_size=V, tgt_vocab_size=V, d_model=D, n_heads=4, d_ff=F, n_layers=N,
-        norm_first=norm_first, share_embeddings=True, tie_output=True,
+        src_vocab_size=V,
+        tgt_vocab_size=V,
+        d_model=D,
+        n_heads=4,
+        d_ff=F,
+        n_layers=N,
+        norm_first=norm_first,
+        share_embeddings=True,
+        tie_output=True,
     )
     with torch.device("meta"):
         return Transformer(config).num_parameters()
@@ -135,49 +155,76 @@ def _mistakes(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tuple[in
     right = V * D + N * (attn + ff + 2 * ln) + N * (2 * attn + ff + 3 * ln) + V + final
     no_bias = V * D + N * (4 * D * D + 2 * D * F + 2 * ln) + N * (8 * D * D + 2 * D * F + 3 * ln) + final
     return [
-        (right - final,
-         "en pre-LN cada pila (codificador y decodificador) termina con una LayerNorm más: 2 × 2D.",
-         "in pre-LN each stack (encoder and decoder) ends with one more LayerNorm: 2 × 2D."),
-        (right + (0 if norm_first else 4 * D),
-         "en post-LN (el artículo) no hay LayerNorm final en las pilas: solo en pre-LN.",
-         "in post-LN (the paper) the stacks have no final LayerNorm: only in pre-LN."),
-        (right - V,
-         "la proyección de salida comparte la matriz, pero conserva su sesgo.",
-         "the output projection shares the matrix but keeps its bias."),
-        (right + V * D,
-         "los pesos compartidos cuentan una sola vez: hay una única matriz V × D.",
-         "shared weights count once: there is a single V × D matrix."),
-        (right + 2 * V * D,
-         "los pesos compartidos cuentan una sola vez: hay una única matriz V × D, no tres.",
-         "shared weights count once: there is a single V × D matrix, not three."),
-        (right - N * (attn + ln),
-         "cada capa del decodificador tiene dos atenciones (autoatención y atención cruzada) y tres LayerNorm.",
-         "each decoder layer has two attentions (self-attention and cross-attention) and three LayerNorms."),
-        (right - N * ln,
-         "cada capa del decodificador tiene tres LayerNorm, una por subcapa.",
-         "each decoder layer has three LayerNorms, one per sublayer."),
-        (right - n_ln * D,
-         "una LayerNorm tiene 2D parámetros: ganancia (weight) y sesgo (bias).",
-         "a LayerNorm has 2D parameters: gain (weight) and bias."),
-        (right - n_ln * ln,
-         "faltan las LayerNorm (2D parámetros cada una).",
-         "the LayerNorms are missing (2D parameters each)."),
-        (right - 2 * N * (F + D),
-         "la red prealimentada tiene dos capas lineales con sesgo: d_ff sesgos en la primera y D en la segunda.",
-         "the feed-forward network has two linear layers with a bias: d_ff biases in the first and D in the "
-         "second."),
-        (right - 3 * N * 4 * D,
-         "las cuatro proyecciones de cada atención tienen sesgo: D más por proyección.",
-         "the four projections of every attention have a bias: D more per projection."),
-        (right - 3 * N * (D * D + D),
-         "una atención multicabeza tiene cuatro proyecciones D × D con sesgo: W_q, W_k, W_v y W_o.",
-         "a multi-head attention has four D × D projections with bias: W_q, W_k, W_v and W_o."),
-        (no_bias,
-         "las capas lineales (y la proyección de salida) tienen sesgo: cuenta también los sesgos.",
-         "the linear layers (and the output projection) have a bias: count the biases too."),
-        (no_bias + V,
-         "las capas lineales tienen sesgo: cuenta también los sesgos de las atenciones y de la red prealimentada.",
-         "the linear layers have a bias: count the biases of the attentions and of the feed-forward network too."),
+        (
+            right - final,
+            "en pre-LN cada pila (codificador y decodificador) termina con una LayerNorm más: 2 × 2D.",
+            "in pre-LN each stack (encoder and decoder) ends with one more LayerNorm: 2 × 2D.",
+        ),
+        (
+            right + (0 if norm_first else 4 * D),
+            "en post-LN (el artículo) no hay LayerNorm final en las pilas: solo en pre-LN.",
+            "in post-LN (the paper) the stacks have no final LayerNorm: only in pre-LN.",
+        ),
+        (
+            right - V,
+            "la proyección de salida comparte la matriz, pero conserva su sesgo.",
+            "the output projection shares the matrix but keeps its bias.",
+        ),
+        (
+            right + V * D,
+            "los pesos compartidos cuentan una sola vez: hay una única matriz V × D.",
+            "shared weights count once: there is a single V × D matrix.",
+        ),
+        (
+            right + 2 * V * D,
+            "los pesos compartidos cuentan una sola vez: hay una única matriz V × D, no tres.",
+            "shared weights count once: there is a single V × D matrix, not three.",
+        ),
+        (
+            right - N * (attn + ln),
+            "cada capa del decodificador tiene dos atenciones (autoatención y atención cruzada) y tres LayerNorm.",
+            "each decoder layer has two attentions (self-attention and cross-attention) and three LayerNorms.",
+        ),
+        (
+            right - N * ln,
+            "cada capa del decodificador tiene tres LayerNorm, una por subcapa.",
+            "each decoder layer has three LayerNorms, one per sublayer.",
+        ),
+        (
+            right - n_ln * D,
+            "una LayerNorm tiene 2D parámetros: ganancia (weight) y sesgo (bias).",
+            "a LayerNorm has 2D parameters: gain (weight) and bias.",
+        ),
+        (
+            right - n_ln * ln,
+            "faltan las LayerNorm (2D parámetros cada una).",
+            "the LayerNorms are missing (2D parameters each).",
+        ),
+        (
+            right - 2 * N * (F + D),
+            "la red prealimentada tiene dos capas lineales con sesgo: d_ff sesgos en la primera y D en la segunda.",
+            "the feed-forward network has two linear layers with a bias: d_ff biases in the first and D in the second.",
+        ),
+        (
+            right - 3 * N * 4 * D,
+            "las cuatro proyecciones de cada atención tienen sesgo: D más por proyección.",
+            "the four projections of every attention have a bias: D more per projection.",
+        ),
+        (
+            right - 3 * N * (D * D + D),
+            "una atención multicabeza tiene cuatro proyecciones D × D con sesgo: W_q, W_k, W_v y W_o.",
+            "a multi-head attention has four D × D projections with bias: W_q, W_k, W_v and W_o.",
+        ),
+        (
+            no_bias,
+            "las capas lineales (y la proyección de salida) tienen sesgo: cuenta también los sesgos.",
+            "the linear layers (and the output projection) have a bias: count the biases too.",
+        ),
+        (
+            no_bias + V,
+            "las capas lineales tienen sesgo: cuenta también los sesgos de las atenciones y de la red prealimentada.",
+            "the linear layers have a bias: count the biases of the attentions and of the feed-forward network too.",
+        ),
     ]
 
 
@@ -191,10 +238,14 @@ def _whole_number(lang: str, got) -> int:
     except (TypeError, ValueError, OverflowError, RuntimeError):
         ok = False
     if not ok:
-        shown = (str(got).replace(".", ",") if lang == "es" else str(got)) if isinstance(got, float) \
-            else type_name(got)
-        raise stop(not_yet(lang, f"tu función debe devolver un número entero, no {shown}.",
-                           f"your function must return a whole number, not {shown}."))
+        shown = (str(got).replace(".", ",") if lang == "es" else str(got)) if isinstance(got, float) else type_name(got)
+        raise stop(
+            not_yet(
+                lang,
+                f"tu función debe devolver un número entero, no {shown}.",
+                f"your function must return a whole number, not {shown}.",
+            )
+        )
     return value
 
 
@@ -218,7 +269,8 @@ def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str 
         if all(value == per_case[i][0] for value, per_case in zip(values, mistakes)):
             return not_yet(lang, es, en)
     (V, D, F, N, norm_first), value, want = next(
-        (case, v, w) for case, v, w in zip(_PARAM_CASES, values, expected) if v != w)
+        (case, v, w) for case, v, w in zip(_PARAM_CASES, values, expected) if v != w
+    )
     where = f"(V={V}, D={D}, F={F}, N={N}, norm_first={norm_first})"
     diff = value - want
     return not_yet(
@@ -230,12 +282,12 @@ def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str 
 
 # ---- exercise 3: output projection and softmax ------------------------------------------------------
 
+
 def _output_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
     g = torch.Generator().manual_seed(12)
     cases = []
     for B, T, D, V in ((2, 3, 8, 11), (3, 4, 6, 5)):
-        cases.append((torch.randn(B, T, D, generator=g), torch.randn(V, D, generator=g),
-                      torch.randn(V, generator=g)))
+        cases.append((torch.randn(B, T, D, generator=g), torch.randn(V, D, generator=g), torch.randn(V, generator=g)))
     return cases
 
 
@@ -250,31 +302,42 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
         logits = h @ weight.T + bias  # (B, T, V)
         expected = torch.softmax(logits, dim=-1)
         if got.shape != (B, T, V):
-            return wrong_shape(lang, got, (B, T, V),
-                               " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes va con el último de `h`?",
-                               " = (B, T, V); `weight` is (V, D): which of its axes multiplies the last axis of `h`?")
+            return wrong_shape(
+                lang,
+                got,
+                (B, T, V),
+                " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes va con el último de `h`?",
+                " = (B, T, V); `weight` is (V, D): which of its axes multiplies the last axis of `h`?",
+            )
         if _close(got, expected):
             continue
         hints = [
-            (logits,
-             "devuelves los logits: falta el softmax para convertirlos en probabilidades.",
-             "you return the logits: the softmax that turns them into probabilities is missing."),
-            (torch.log_softmax(logits, dim=-1),
-             "`log_softmax` da log-probabilidades (negativas); aquí se piden probabilidades: `torch.softmax`.",
-             "`log_softmax` gives log-probabilities (negative); here probabilities are asked for: "
-             "`torch.softmax`."),
-            (torch.softmax(logits, dim=1),
-             "el softmax va sobre el vocabulario, la última dimensión (`dim=-1`), no sobre las posiciones.",
-             "the softmax goes over the vocabulary, the last dimension (`dim=-1`), not over the positions."),
-            (torch.softmax(logits, dim=0),
-             "el softmax va sobre el vocabulario, la última dimensión (`dim=-1`), no sobre el lote.",
-             "the softmax goes over the vocabulary, the last dimension (`dim=-1`), not over the batch."),
-            (torch.softmax(h @ weight.T, dim=-1),
-             "falta sumar el sesgo `bias`.",
-             "the bias `bias` is not added."),
-            (torch.sigmoid(logits),
-             "la sigmoide no da una distribución: usa el softmax, que hace que cada fila sume 1.",
-             "the sigmoid does not give a distribution: use the softmax, which makes each row add up to 1."),
+            (
+                logits,
+                "devuelves los logits: falta el softmax para convertirlos en probabilidades.",
+                "you return the logits: the softmax that turns them into probabilities is missing.",
+            ),
+            (
+                torch.log_softmax(logits, dim=-1),
+                "`log_softmax` da log-probabilidades (negativas); aquí se piden probabilidades: `torch.softmax`.",
+                "`log_softmax` gives log-probabilities (negative); here probabilities are asked for: `torch.softmax`.",
+            ),
+            (
+                torch.softmax(logits, dim=1),
+                "el softmax va sobre el vocabulario, la última dimensión (`dim=-1`), no sobre las posiciones.",
+                "the softmax goes over the vocabulary, the last dimension (`dim=-1`), not over the positions.",
+            ),
+            (
+                torch.softmax(logits, dim=0),
+                "el softmax va sobre el vocabulario, la última dimensión (`dim=-1`), no sobre el lote.",
+                "the softmax goes over the vocabulary, the last dimension (`dim=-1`), not over the batch.",
+            ),
+            (torch.softmax(h @ weight.T, dim=-1), "falta sumar el sesgo `bias`.", "the bias `bias` is not added."),
+            (
+                torch.sigmoid(logits),
+                "la sigmoide no da una distribución: usa el softmax, que hace que cada fila sume 1.",
+                "the sigmoid does not give a distribution: use the softmax, which makes each row add up to 1.",
+            ),
         ]
         name_mistake(lang, got, hints, **_TOL)
         return not_yet(

@@ -199,6 +199,7 @@ class _Used:
 def _raiser(name: str) -> Callable[..., Any]:
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise _Forbidden(name)
+
     return forbidden
 
 
@@ -206,8 +207,10 @@ def _code_raising(name: str):
     """A code object that raises _Forbidden(name) (for package functions imported by name)."""
     namespace: dict[str, Any] = {"_Forbidden": _Forbidden}
     # the code runs with the package function's globals: reach _Forbidden through an import
-    exec("def f(*args, **kwargs):\n"
-         f"    raise __import__({__name__!r}, fromlist=['_Forbidden'])._Forbidden({name!r})", namespace)
+    exec(
+        f"def f(*args, **kwargs):\n    raise __import__({__name__!r}, fromlist=['_Forbidden'])._Forbidden({name!r})",
+        namespace,
+    )
     return namespace["f"].__code__
 
 
@@ -235,12 +238,14 @@ def _forbid(attributes: list[tuple[Any, str, str]], functions: list[tuple[Callab
 
 def _run(lang: str, fn: Callable, args: tuple, forbidden_attrs, forbidden_functions=()) -> Any:
     """The student's answer, or a :class:`_Used` when a forbidden tool was called."""
+
     def guarded(*a: Any) -> Any:
         with _forbid(forbidden_attrs, forbidden_functions):
             try:
                 return fn(*a)
             except _Forbidden as used:
                 return _Used(used.tool)
+
     return attempt(lang, guarded, *args)
 
 
@@ -284,24 +289,30 @@ def solution_rope(x: Tensor, base: float) -> Tensor:
     return out
 
 
-def _rope_with(x: Tensor, base: float, exponent: float = 2.0, sign: float = 1.0, start: int = 0,
-               halves: bool = False) -> Tensor:
+def _rope_with(
+    x: Tensor, base: float, exponent: float = 2.0, sign: float = 1.0, start: int = 0, halves: bool = False
+) -> Tensor:
     T, Dh = x.shape
     omega = base ** (-exponent * torch.arange(0, Dh // 2, dtype=torch.float32) / Dh)
     angle = sign * (torch.arange(T, dtype=torch.float32)[:, None] + start) * omega
     return modern.apply_rope(x, angle.cos(), angle.sin(), interleaved=not halves)
 
 
-_ROPE_WHY = ("escribe tú la rotación de cada par, sin las funciones de RoPE del paquete.",
-             "write the rotation of each pair yourself, without the package's RoPE functions.")
+_ROPE_WHY = (
+    "escribe tú la rotación de cada par, sin las funciones de RoPE del paquete.",
+    "write the rotation of each pair yourself, without the package's RoPE functions.",
+)
 
 
 @checker
 def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str = "es") -> Feedback:
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
     cases = [(_randn(7, 10, seed=10), 10000.0), (_randn(5, 6, seed=11) * 2, 500.0)]
-    forbidden = [(modern.apply_rope, "apply_rope"), (modern.rope_cos_sin, "rope_cos_sin"),
-                 (modern.RotaryEmbedding.forward, "RotaryEmbedding")]
+    forbidden = [
+        (modern.apply_rope, "apply_rope"),
+        (modern.rope_cos_sin, "rope_cos_sin"),
+        (modern.RotaryEmbedding.forward, "RotaryEmbedding"),
+    ]
     for n, (x, base) in enumerate(cases):
         expected = _rope_with(x, base)
         wrongs = [
@@ -332,8 +343,11 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str = "es") -> Fee
             if _close(got, wrong):
                 return _say(lang, key)
         return _say(lang, "rope_other")
-    return correct(lang, "Coincide con `apply_rope(..., interleaved=True)` del paquete.",
-                   "It matches the package's `apply_rope(..., interleaved=True)`.")
+    return correct(
+        lang,
+        "Coincide con `apply_rope(..., interleaved=True)` del paquete.",
+        "It matches the package's `apply_rope(..., interleaved=True)`.",
+    )
 
 
 # --- exercise 2: SwiGLU -----------------------------------------------------------------
@@ -351,8 +365,10 @@ def solution_swiglu(x: Tensor, W_gate: Tensor, W_up: Tensor, W_down: Tensor) -> 
     return (gate * torch.sigmoid(gate) * (x @ W_up)) @ W_down  # (..., D)
 
 
-_SWIGLU_WHY = ("escribe SiLU tú mismo, z·σ(z), con `torch.sigmoid`.",
-               "write SiLU yourself, z·σ(z), with `torch.sigmoid`.")
+_SWIGLU_WHY = (
+    "escribe SiLU tú mismo, z·σ(z), con `torch.sigmoid`.",
+    "write SiLU yourself, z·σ(z), with `torch.sigmoid`.",
+)
 
 
 @checker
@@ -432,8 +448,10 @@ def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
     return torch.exp(scores - m) / l
 
 
-_ONLINE_WHY = ("calcula tú el máximo y la suma bloque a bloque, sin la softmax de PyTorch ni `logsumexp`.",
-               "compute the maximum and the sum block by block yourself, without PyTorch's softmax or `logsumexp`.")
+_ONLINE_WHY = (
+    "calcula tú el máximo y la suma bloque a bloque, sin la softmax de PyTorch ni `logsumexp`.",
+    "compute the maximum and the sum block by block yourself, without PyTorch's softmax or `logsumexp`.",
+)
 
 
 @checker
@@ -443,11 +461,17 @@ def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: 
     first[0, 21] = 1000.0  # a huge score in the last, shorter block
     first[1, :4] = 50.0  # the maximum in the first block
     cases = [(_randn(2, 9, seed=31) * 3, 7), (first, 4)]  # small scores first, then the huge one
-    forbidden = [(torch, "softmax", "torch.softmax"), (F, "softmax", "F.softmax"),
-                 (torch.Tensor, "softmax", "Tensor.softmax"), (torch.special, "softmax", "torch.special.softmax"),
-                 (F, "log_softmax", "F.log_softmax"), (torch, "log_softmax", "torch.log_softmax"),
-                 (torch.Tensor, "log_softmax", "Tensor.log_softmax"), (torch, "logsumexp", "torch.logsumexp"),
-                 (torch.Tensor, "logsumexp", "Tensor.logsumexp")]
+    forbidden = [
+        (torch, "softmax", "torch.softmax"),
+        (F, "softmax", "F.softmax"),
+        (torch.Tensor, "softmax", "Tensor.softmax"),
+        (torch.special, "softmax", "torch.special.softmax"),
+        (F, "log_softmax", "F.log_softmax"),
+        (torch, "log_softmax", "torch.log_softmax"),
+        (torch.Tensor, "log_softmax", "Tensor.log_softmax"),
+        (torch, "logsumexp", "torch.logsumexp"),
+        (torch.Tensor, "logsumexp", "Tensor.logsumexp"),
+    ]
     functions = [(modern.online_softmax, "online_softmax")]
     for scores, block in cases:
         expected = torch.softmax(scores, dim=-1)
@@ -460,14 +484,19 @@ def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: 
         if not bool(torch.isfinite(got).all()):
             return _say(lang, "online_overflow" if scores.abs().max() > 100 else "online_inverted")
         per_block = torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1)
-        wrongs = [(_online_variant(scores, block, "no_rescale"), "online_no_rescale"),
-                  (_online_variant(scores, block, "inverted"), "online_inverted"),
-                  (per_block, "online_per_block"),
-                  (_online_variant(scores, block, "missing"), "online_missing_block"),
-                  (torch.exp(scores - scores.amax(dim=-1, keepdim=True)), "online_unnormalised")]
+        wrongs = [
+            (_online_variant(scores, block, "no_rescale"), "online_no_rescale"),
+            (_online_variant(scores, block, "inverted"), "online_inverted"),
+            (per_block, "online_per_block"),
+            (_online_variant(scores, block, "missing"), "online_missing_block"),
+            (torch.exp(scores - scores.amax(dim=-1, keepdim=True)), "online_unnormalised"),
+        ]
         for wrong, key in wrongs:
             if bool(torch.isfinite(wrong).all()) and _close(got, wrong, atol=1e-5):
                 return _say(lang, key)
         return _say(lang, "online_other")
-    return correct(lang, "Es la softmax, calculada por bloques como en FlashAttention.",
-                   "It is the softmax, computed in blocks as in FlashAttention.")
+    return correct(
+        lang,
+        "Es la softmax, calculada por bloques como en FlashAttention.",
+        "It is the softmax, computed in blocks as in FlashAttention.",
+    )

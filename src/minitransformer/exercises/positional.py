@@ -22,119 +22,117 @@ from .registry import explain
 __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", "check_shift_matrix_concat"]
 
 # Every hint the checkers can give, (Spanish, English); the tests refer to them by key.
-HINTS = Hints({
-    **COMMON_HINTS,
-    # the table
-    "transposed": (
-        "la tabla está traspuesta: una fila por posición, una columna por dimensión, "
-        "forma (max_len, d_model).",
-        "the table is transposed: one row per position, one column per dimension, "
-        "shape (max_len, d_model).",
-    ),
-    "concatenated": (
-        "pusiste todos los senos primero y todos los cosenos después. Esa disposición también "
-        "funciona, pero el artículo los intercala: seno en las dimensiones pares (`pe[:, 0::2]`) "
-        "y coseno en las impares (`pe[:, 1::2]`).",
-        "you put all the sines first and all the cosines after them. That layout works too, "
-        "but the paper interleaves them: sine on the even dimensions (`pe[:, 0::2]`) and cosine "
-        "on the odd ones (`pe[:, 1::2]`).",
-    ),
-    "swapped": (
-        "seno y coseno están intercambiados: el seno va en las dimensiones pares 2i y el coseno "
-        "en las impares 2i+1.",
-        "sine and cosine are swapped: the sine goes on the even dimensions 2i and the cosine on "
-        "the odd ones 2i+1.",
-    ),
-    "freq_per_dim": (
-        "cada dimensión tiene su propia frecuencia; en el artículo las dos dimensiones de un par "
-        "(2i, 2i+1) comparten la misma: 1 / 10000^(2i/d_model). Usa `torch.arange(0, d_model, 2)` "
-        "para el exponente.",
-        "each dimension has its own frequency; in the paper both dimensions of a pair "
-        "(2i, 2i+1) share the same one: 1 / 10000^(2i/d_model). Use `torch.arange(0, d_model, 2)` "
-        "for the exponent.",
-    ),
-    "double_exponent": (
-        "el exponente es el doble de lo que debe: si `i` ya recorre 0, 2, 4, ... no lo "
-        "multipliques otra vez por 2. El exponente del par (2i, 2i+1) es 2i/d_model.",
-        "the exponent is twice what it should be: if `i` already runs over 0, 2, 4, ... do not "
-        "multiply it by 2 again. The exponent of the pair (2i, 2i+1) is 2i/d_model.",
-    ),
-    "multiplied": (
-        "multiplicas la posición por 10000^(2i/d_model) en lugar de dividirla: el ángulo es "
-        "pos / 10000^(2i/d_model).",
-        "you multiply the position by 10000^(2i/d_model) instead of dividing it: the angle is "
-        "pos / 10000^(2i/d_model).",
-    ),
-    "from_one": (
-        "las posiciones empiezan en 0, no en 1: la primera fila es sin(0) = 0 y cos(0) = 1.",
-        "positions start at 0, not at 1: the first row is sin(0) = 0 and cos(0) = 1.",
-    ),
-    "table_wrong": (
-        "los valores no coinciden con la fórmula (diferencia máxima {diff}). Revisa el ángulo "
-        "pos / 10000^(2i/d_model) y qué dimensiones llevan seno y cuáles coseno.",
-        "the values do not match the formula (largest difference {diff}). Check the angle "
-        "pos / 10000^(2i/d_model) and which dimensions hold sine and which cosine.",
-    ),
-    "loops": (
-        "el enunciado pide no usar bucles de Python (hay uno en la línea {line} de tu función): la idea es "
-        "calcular todos los ángulos de una vez, por difusión (broadcasting), que es como se escribe en PyTorch "
-        "y mucho más rápido.",
-        "the statement asks for no Python loops (there is one at line {line} of your function): the idea is to "
-        "compute every angle at once, by broadcasting, which is how PyTorch code is written and much faster.",
-    ),
-    # the permutation
-    "perm_not_integer": (
-        "los índices deben ser enteros (`torch.long`), no {dtype}: `interleaved[:, perm]` con un tensor de "
-        "decimales lanza IndexError.",
-        "the indices must be integers (`torch.long`), not {dtype}: `interleaved[:, perm]` with a float tensor "
-        "raises IndexError.",
-    ),
-    "not_permutation": (
-        "eso no es una permutación de 0..d_model-1: cada columna debe aparecer exactamente una vez.",
-        "that is not a permutation of 0..d_model-1: each column must appear exactly once.",
-    ),
-    "inverse_permutation": (
-        "esa es la permutación inversa (la del cuaderno, que va de concatenada a intercalada). Piensa en la "
-        "dirección de `interleaved[:, perm]`: la columna j del resultado es la columna `perm[j]` de la "
-        "intercalada.",
-        "that is the inverse permutation (the notebook's, from concatenated to interleaved). Think of the "
-        "direction of `interleaved[:, perm]`: column j of the result is column `perm[j]` of the interleaved "
-        "table.",
-    ),
-    "permutation_wrong": (
-        "`interleaved[:, perm]` todavía no es la tabla concatenada. Para cada columna j de la concatenada, "
-        "busca en qué columna de la intercalada está el mismo seno o coseno (pruébalo a mano con d_model = 4).",
-        "`interleaved[:, perm]` is not yet the concatenated table. For each column j of the concatenated table,"
-        " find which column of the interleaved one holds the same sine or cosine (try it by hand with d_model ="
-        " 4).",
-    ),
-    # the shift matrix, concatenated layout
-    "shift_interleaved": (
-        "esa es la matriz M_k de la disposición intercalada, con bloques 2×2 en la diagonal. En la concatenada "
-        "el seno i y su coseno no están en columnas vecinas: el giro de cada par mezcla la columna i con la "
-        "d_model/2 + i.",
-        "that is the matrix M_k of the interleaved layout, with 2×2 blocks on the diagonal. In the concatenated"
-        " layout sine i and its cosine are not in neighbouring columns: the turn of each pair mixes column i "
-        "with column d_model/2 + i.",
-    ),
-    "shift_backwards": (
-        "tu matriz lleva PE(p) a PE(p − k): gira hacia atrás. Revisa el signo de los senos (sin(a + b) = sin a "
-        "cos b + cos a sin b).",
-        "your matrix takes PE(p) to PE(p − k): it turns backwards. Check the sign of the sines (sin(a + b) = "
-        "sin a cos b + cos a sin b).",
-    ),
-    "shift_identity": (
-        "tu matriz deja PE(p) igual; para k ≠ 0 cada par (seno i, coseno i) debe girar un ángulo k·ω_i.",
-        "your matrix leaves PE(p) unchanged; for k ≠ 0 each pair (sine i, cosine i) must turn by an "
-        "angle k·ω_i.",
-    ),
-    "shift_wrong": (
-        "M_k · PE(p) no es PE(p + k) (diferencia máxima {diff}). Escribe sin(p ω_i + k ω_i) y cos(p ω_i + k "
-        "ω_i) con las fórmulas de la suma: cada nuevo valor mezcla el seno i y el coseno i de PE(p).",
-        "M_k · PE(p) is not PE(p + k) (largest difference {diff}). Write sin(p ω_i + k ω_i) and cos(p ω_i + k "
-        "ω_i) with the sum formulas: each new value mixes sine i and cosine i of PE(p).",
-    ),
-})
+HINTS = Hints(
+    {
+        **COMMON_HINTS,
+        # the table
+        "transposed": (
+            "la tabla está traspuesta: una fila por posición, una columna por dimensión, forma (max_len, d_model).",
+            "the table is transposed: one row per position, one column per dimension, shape (max_len, d_model).",
+        ),
+        "concatenated": (
+            "pusiste todos los senos primero y todos los cosenos después. Esa disposición también "
+            "funciona, pero el artículo los intercala: seno en las dimensiones pares (`pe[:, 0::2]`) "
+            "y coseno en las impares (`pe[:, 1::2]`).",
+            "you put all the sines first and all the cosines after them. That layout works too, "
+            "but the paper interleaves them: sine on the even dimensions (`pe[:, 0::2]`) and cosine "
+            "on the odd ones (`pe[:, 1::2]`).",
+        ),
+        "swapped": (
+            "seno y coseno están intercambiados: el seno va en las dimensiones pares 2i y el coseno "
+            "en las impares 2i+1.",
+            "sine and cosine are swapped: the sine goes on the even dimensions 2i and the cosine on the odd ones 2i+1.",
+        ),
+        "freq_per_dim": (
+            "cada dimensión tiene su propia frecuencia; en el artículo las dos dimensiones de un par "
+            "(2i, 2i+1) comparten la misma: 1 / 10000^(2i/d_model). Usa `torch.arange(0, d_model, 2)` "
+            "para el exponente.",
+            "each dimension has its own frequency; in the paper both dimensions of a pair "
+            "(2i, 2i+1) share the same one: 1 / 10000^(2i/d_model). Use `torch.arange(0, d_model, 2)` "
+            "for the exponent.",
+        ),
+        "double_exponent": (
+            "el exponente es el doble de lo que debe: si `i` ya recorre 0, 2, 4, ... no lo "
+            "multipliques otra vez por 2. El exponente del par (2i, 2i+1) es 2i/d_model.",
+            "the exponent is twice what it should be: if `i` already runs over 0, 2, 4, ... do not "
+            "multiply it by 2 again. The exponent of the pair (2i, 2i+1) is 2i/d_model.",
+        ),
+        "multiplied": (
+            "multiplicas la posición por 10000^(2i/d_model) en lugar de dividirla: el ángulo es "
+            "pos / 10000^(2i/d_model).",
+            "you multiply the position by 10000^(2i/d_model) instead of dividing it: the angle is "
+            "pos / 10000^(2i/d_model).",
+        ),
+        "from_one": (
+            "las posiciones empiezan en 0, no en 1: la primera fila es sin(0) = 0 y cos(0) = 1.",
+            "positions start at 0, not at 1: the first row is sin(0) = 0 and cos(0) = 1.",
+        ),
+        "table_wrong": (
+            "los valores no coinciden con la fórmula (diferencia máxima {diff}). Revisa el ángulo "
+            "pos / 10000^(2i/d_model) y qué dimensiones llevan seno y cuáles coseno.",
+            "the values do not match the formula (largest difference {diff}). Check the angle "
+            "pos / 10000^(2i/d_model) and which dimensions hold sine and which cosine.",
+        ),
+        "loops": (
+            "el enunciado pide no usar bucles de Python (hay uno en la línea {line} de tu función): la idea es "
+            "calcular todos los ángulos de una vez, por difusión (broadcasting), que es como se escribe en PyTorch "
+            "y mucho más rápido.",
+            "the statement asks for no Python loops (there is one at line {line} of your function): the idea is to "
+            "compute every angle at once, by broadcasting, which is how PyTorch code is written and much faster.",
+        ),
+        # the permutation
+        "perm_not_integer": (
+            "los índices deben ser enteros (`torch.long`), no {dtype}: `interleaved[:, perm]` con un tensor de "
+            "decimales lanza IndexError.",
+            "the indices must be integers (`torch.long`), not {dtype}: `interleaved[:, perm]` with a float tensor "
+            "raises IndexError.",
+        ),
+        "not_permutation": (
+            "eso no es una permutación de 0..d_model-1: cada columna debe aparecer exactamente una vez.",
+            "that is not a permutation of 0..d_model-1: each column must appear exactly once.",
+        ),
+        "inverse_permutation": (
+            "esa es la permutación inversa (la del cuaderno, que va de concatenada a intercalada). Piensa en la "
+            "dirección de `interleaved[:, perm]`: la columna j del resultado es la columna `perm[j]` de la "
+            "intercalada.",
+            "that is the inverse permutation (the notebook's, from concatenated to interleaved). Think of the "
+            "direction of `interleaved[:, perm]`: column j of the result is column `perm[j]` of the interleaved "
+            "table.",
+        ),
+        "permutation_wrong": (
+            "`interleaved[:, perm]` todavía no es la tabla concatenada. Para cada columna j de la concatenada, "
+            "busca en qué columna de la intercalada está el mismo seno o coseno (pruébalo a mano con d_model = 4).",
+            "`interleaved[:, perm]` is not yet the concatenated table. For each column j of the concatenated table,"
+            " find which column of the interleaved one holds the same sine or cosine (try it by hand with d_model ="
+            " 4).",
+        ),
+        # the shift matrix, concatenated layout
+        "shift_interleaved": (
+            "esa es la matriz M_k de la disposición intercalada, con bloques 2×2 en la diagonal. En la concatenada "
+            "el seno i y su coseno no están en columnas vecinas: el giro de cada par mezcla la columna i con la "
+            "d_model/2 + i.",
+            "that is the matrix M_k of the interleaved layout, with 2×2 blocks on the diagonal. In the concatenated"
+            " layout sine i and its cosine are not in neighbouring columns: the turn of each pair mixes column i "
+            "with column d_model/2 + i.",
+        ),
+        "shift_backwards": (
+            "tu matriz lleva PE(p) a PE(p − k): gira hacia atrás. Revisa el signo de los senos (sin(a + b) = sin a "
+            "cos b + cos a sin b).",
+            "your matrix takes PE(p) to PE(p − k): it turns backwards. Check the sign of the sines (sin(a + b) = "
+            "sin a cos b + cos a sin b).",
+        ),
+        "shift_identity": (
+            "tu matriz deja PE(p) igual; para k ≠ 0 cada par (seno i, coseno i) debe girar un ángulo k·ω_i.",
+            "your matrix leaves PE(p) unchanged; for k ≠ 0 each pair (sine i, cosine i) must turn by an angle k·ω_i.",
+        ),
+        "shift_wrong": (
+            "M_k · PE(p) no es PE(p + k) (diferencia máxima {diff}). Escribe sin(p ω_i + k ω_i) y cos(p ω_i + k "
+            "ω_i) con las fórmulas de la suma: cada nuevo valor mezcla el seno i y el coseno i de PE(p).",
+            "M_k · PE(p) is not PE(p + k) (largest difference {diff}). Write sin(p ω_i + k ω_i) and cos(p ω_i + k "
+            "ω_i) with the sum formulas: each new value mixes sine i and cosine i of PE(p).",
+        ),
+    }
+)
 
 
 hint = HINTS
@@ -287,8 +285,7 @@ def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: 
         lang,
         "Una sola matriz para todas las posiciones, también en la disposición concatenada: "
         "solo cambia el orden de filas y columnas.",
-        "One matrix for every position, in the concatenated layout too: only the order of rows "
-        "and columns changes.",
+        "One matrix for every position, in the concatenated layout too: only the order of rows and columns changes.",
     )
 
 

@@ -23,8 +23,17 @@ from typing import Any
 
 from ..i18n import error, language, tr
 
-__all__ = ["EXERCISES", "Solution", "Solutions", "check_solution", "exercise_of", "explain", "register",
-           "show_solution", "solution_function"]
+__all__ = [
+    "EXERCISES",
+    "Solution",
+    "Solutions",
+    "check_solution",
+    "exercise_of",
+    "explain",
+    "register",
+    "show_solution",
+    "solution_function",
+]
 
 # name -> (module of minitransformer.exercises, checker, solution)
 EXERCISES: dict[str, tuple[str, str, str]] = {}
@@ -91,8 +100,10 @@ def exercise_of(check: Callable[..., Any]) -> str | None:
 def _entry(name: str) -> tuple[Any, Callable[..., Any], Callable[..., Any]]:
     if name not in EXERCISES:
         known = ", ".join(f'"{n}"' for n in EXERCISES if n[:2] == str(name)[:2]) or ", ".join(EXERCISES)
-        raise error(f"no hay ningún ejercicio llamado {name!r}; los de ese cuaderno son: {known}.",
-                    f"there is no exercise called {name!r}; that notebook's are: {known}.")
+        raise error(
+            f"no hay ningún ejercicio llamado {name!r}; los de ese cuaderno son: {known}.",
+            f"there is no exercise called {name!r}; that notebook's are: {known}.",
+        )
     module, check, solution = EXERCISES[name]
     mod = importlib.import_module(f"{__package__}.{module}")
     return mod, getattr(mod, check), getattr(mod, solution)
@@ -133,7 +144,7 @@ def _source(fn: Callable[..., Any]) -> str:
     """``fn``'s code from its ``def`` line (decorators dropped), named as the student's stub."""
     source = textwrap.dedent(inspect.getsource(fn))
     node = ast.parse(source).body[0]
-    lines = source.splitlines()[node.lineno - 1:]
+    lines = source.splitlines()[node.lineno - 1 :]
     stub = fn.__name__.removeprefix("solution_")
     lines[0] = lines[0].replace(f"def {fn.__name__}(", f"def {stub}(", 1)
     return "\n".join(lines).rstrip()

@@ -52,8 +52,11 @@ def heatmap(
         ax.set_xticks(range(len(xlabels)), labels=list(xlabels))
         fits = _labels_fit(ax, [str(x) for x in xlabels])
         for label in ax.get_xticklabels():
-            label.set(rotation=0 if fits else 45, ha="center" if fits else "right",
-                      rotation_mode="default" if fits else "anchor")
+            label.set(
+                rotation=0 if fits else 45,
+                ha="center" if fits else "right",
+                rotation_mode="default" if fits else "anchor",
+            )
     if ylabels is not None:
         ax.set_yticks(range(len(ylabels)), labels=list(ylabels))
     if annotate is None:
@@ -65,8 +68,9 @@ def heatmap(
         for (i, j), v in np.ndenumerate(m):
             # dark text on the light end of the colour map, light text on the dark end
             light = (v - lo) / span > 0.55
-            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=fontsize,
-                    color="black" if light else "white")
+            ax.text(
+                j, i, fmt.format(v), ha="center", va="center", fontsize=fontsize, color="black" if light else "white"
+            )
     ax.spines[:].set_visible(False)
     return im
 
@@ -112,8 +116,9 @@ def plot_heads(
     ncols = min(ncols, n_heads)
     nrows = -(-n_heads // ncols)
     cell = max(2.2, 0.35 * max(w.shape[1:]) + 1.0)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(cell * ncols + 0.8, cell * nrows + 0.6),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(cell * ncols + 0.8, cell * nrows + 0.6), squeeze=False, layout="constrained"
+    )
     for h, ax in enumerate(axes.flat):
         if h >= n_heads:
             ax.axis("off")
@@ -154,10 +159,13 @@ def plot_mask(
         fig = ax.figure
     ax.imshow(m, cmap="Blues", vmin=-0.3, vmax=1.0, aspect="equal")
     for (i, j), v in np.ndenumerate(m):
-        ax.text(j, i, "✓" if v else "·", ha="center", va="center",
-                color="white" if v else "0.5", fontsize=11)
-    ax.set_xticks(range(m.shape[1]), labels=list(keys) if keys is not None else range(m.shape[1]),
-                  rotation=60 if keys is not None else 0, ha="right" if keys is not None else "center")
+        ax.text(j, i, "✓" if v else "·", ha="center", va="center", color="white" if v else "0.5", fontsize=11)
+    ax.set_xticks(
+        range(m.shape[1]),
+        labels=list(keys) if keys is not None else range(m.shape[1]),
+        rotation=60 if keys is not None else 0,
+        ha="right" if keys is not None else "center",
+    )
     ax.set_yticks(range(m.shape[0]), labels=list(queries) if queries is not None else range(m.shape[0]))
     ax.set_xlabel(tr(lang, "claves (keys)", "keys"))
     ax.set_ylabel(tr(lang, "consultas (queries)", "queries"))
@@ -178,8 +186,9 @@ def plot_masks(
     mats = [m.reshape(m.shape[-2:]) if m.ndim > 2 else m for m in mats]
     T, S = mats[0].shape
     cell = max(2.8, 0.5 * max(T, S) + 1.4)
-    fig, axes = plt.subplots(1, len(mats), figsize=(cell * len(mats) + 0.4, cell + 0.6),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(mats), figsize=(cell * len(mats) + 0.4, cell + 0.6), squeeze=False, layout="constrained"
+    )
     for i, (m, ax) in enumerate(zip(mats, axes.flat)):
         name = titles[i] if titles is not None else None
         plot_mask(m, keys, queries, lang=lang, title=name or "", ax=ax)
@@ -207,8 +216,9 @@ def plot_scaling(
     scaled_label = tr(lang, r"escalado: $q \cdot k / \sqrt{d_k}$", r"scaled: $q \cdot k / \sqrt{d_k}$")
     left.loglog(d, _numpy(var_raw), "o-", color="C3", label=raw_label)
     left.loglog(d, _numpy(var_scaled), "s-", color="C0", label=scaled_label)
-    left.loglog(d, d, ":", color="0.5", lw=2.5, zorder=3,
-                label=tr(lang, "recta: varianza = $d_k$", "line: variance = $d_k$"))
+    left.loglog(
+        d, d, ":", color="0.5", lw=2.5, zorder=3, label=tr(lang, "recta: varianza = $d_k$", "line: variance = $d_k$")
+    )
     left.set_xlabel("$d_k$")
     left.set_ylabel(tr(lang, "varianza de la puntuación", "variance of the score"))
     left.set_title(tr(lang, "La varianza crece con $d_k$", "The variance grows with $d_k$"))

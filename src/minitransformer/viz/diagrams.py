@@ -80,32 +80,53 @@ def _text(ax: Axes, x: float, y: float, text: str, size: float = FONT, **kw) -> 
 def _box(ax: Axes, cx: float, cy: float, w: float, h: float, text: str, kind: str, size: float = FONT) -> None:
     """A rounded box centred at (cx, cy)."""
     fill, edge = COLORS[kind]
-    ax.add_patch(FancyBboxPatch(
-        (cx - w / 2, cy - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.16",
-        facecolor=fill, edgecolor=edge, linewidth=1.6, zorder=3,
-    ))
+    ax.add_patch(
+        FancyBboxPatch(
+            (cx - w / 2, cy - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0,rounding_size=0.16",
+            facecolor=fill,
+            edgecolor=edge,
+            linewidth=1.6,
+            zorder=3,
+        )
+    )
     _text(ax, cx, cy, text, size=size, zorder=5)
 
 
 def _frame(ax: Axes, x0: float, y0: float, x1: float, y1: float) -> None:
     fill, edge = COLORS["frame"]
-    ax.add_patch(FancyBboxPatch(
-        (x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.3",
-        facecolor=fill, edgecolor=edge, linewidth=1.4, zorder=1,
-    ))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x0, y0),
+            x1 - x0,
+            y1 - y0,
+            boxstyle="round,pad=0,rounding_size=0.3",
+            facecolor=fill,
+            edgecolor=edge,
+            linewidth=1.4,
+            zorder=1,
+        )
+    )
 
 
-def _line(ax: Axes, points: Sequence[tuple[float, float]], arrow: bool = True, color: str = LINE,
-          lw: float = 1.6) -> None:
+def _line(
+    ax: Axes, points: Sequence[tuple[float, float]], arrow: bool = True, color: str = LINE, lw: float = 1.6
+) -> None:
     """A polyline; the last segment ends in an arrow head when ``arrow``."""
     pts = list(points)
     if len(pts) > 2 or not arrow:
         xs, ys = zip(*(pts[:-1] if arrow else pts))
         ax.plot(xs, ys, color=color, lw=lw, solid_capstyle="round", solid_joinstyle="round", zorder=2)
     if arrow:
-        ax.annotate("", xy=pts[-1], xytext=pts[-2], zorder=2,
-                    arrowprops=dict(arrowstyle="-|>", color=color, lw=lw, mutation_scale=16,
-                                    shrinkA=0, shrinkB=0))
+        ax.annotate(
+            "",
+            xy=pts[-1],
+            xytext=pts[-2],
+            zorder=2,
+            arrowprops=dict(arrowstyle="-|>", color=color, lw=lw, mutation_scale=16, shrinkA=0, shrinkB=0),
+        )
 
 
 def _dot(ax: Axes, x: float, y: float) -> None:
@@ -130,6 +151,7 @@ def _wave(ax: Axes, cx: float, cy: float, r: float = 0.3) -> None:
 
 # ---------------------------------------------------------------------------------------
 # labels
+
 
 def _labels(lang: str) -> dict[str, str]:
     es = check_lang(lang) == "es"
@@ -156,13 +178,14 @@ def _labels(lang: str) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------
 # shared pieces
 
-_BW = 3.9   # width of a sub-layer box
-_AH = 1.1   # height of an attention / feed-forward box
+_BW = 3.9  # width of a sub-layer box
+_AH = 1.1  # height of an attention / feed-forward box
 _NH = 0.62  # height of an add & norm box
 
 
-def _self_attention_inputs(ax: Axes, cx: float, y_from: float, y_box: float, spread: float = 1.0,
-                           qkv: bool = False, size: float = FONT - 2) -> float:
+def _self_attention_inputs(
+    ax: Axes, cx: float, y_from: float, y_box: float, spread: float = 1.0, qkv: bool = False, size: float = FONT - 2
+) -> float:
     """One stream split into the three inputs (Q, K, V) of the box whose bottom is at ``y_box``.
 
     Returns the y of the split point.
@@ -178,15 +201,15 @@ def _self_attention_inputs(ax: Axes, cx: float, y_from: float, y_box: float, spr
     return y_split
 
 
-def _residual(ax: Axes, x_branch: float, y_branch: float, x_side: float, y_target: float,
-              x_box_edge: float) -> None:
+def _residual(ax: Axes, x_branch: float, y_branch: float, x_side: float, y_target: float, x_box_edge: float) -> None:
     """The residual path: from a branch point, around the sub-layer, into the add & norm box."""
     _dot(ax, x_branch, y_branch)
     _line(ax, [(x_branch, y_branch), (x_side, y_branch), (x_side, y_target), (x_box_edge, y_target)])
 
 
-def _sublayer_stack(ax: Axes, cx: float, y0: float, kinds: Sequence[str], L: dict[str, str],
-                    residual_side: str, gap: float = 0.5) -> dict[str, float]:
+def _sublayer_stack(
+    ax: Axes, cx: float, y0: float, kinds: Sequence[str], L: dict[str, str], residual_side: str, gap: float = 0.5
+) -> dict[str, float]:
     """Draw sub-layers (each followed by add & norm) upwards from ``y0``.
 
     Returns the y positions of interest: the bottom of each sub-layer ("bottom_i"), the
@@ -225,8 +248,9 @@ def _encoder_column(ax: Axes, cx: float, y0: float, L: dict[str, str], qkv: bool
     return info
 
 
-def _decoder_column(ax: Axes, cx: float, y0: float, L: dict[str, str], x_memory: float,
-                    y_memory: float, qkv: bool = False) -> dict[str, float]:
+def _decoder_column(
+    ax: Axes, cx: float, y0: float, L: dict[str, str], x_memory: float, y_memory: float, qkv: bool = False
+) -> dict[str, float]:
     info = _sublayer_stack(ax, cx, y0, ["masked", "cross", "ff"], L, residual_side="right")
     _self_attention_inputs(ax, cx, y0, info["bottom_0"], qkv=qkv)
     # cross-attention: Q from below (right), K and V from the encoder (left)
@@ -262,8 +286,7 @@ def draw_transformer(lang: str = "es") -> Figure:
         xw = cx + pe_side * 1.15
         _wave(ax, xw, y_add)
         _line(ax, [(xw - pe_side * 0.3, y_add), (cx + pe_side * 0.24, y_add)])
-        _text(ax, xw + pe_side * 0.45, y_add, L["pe"], size=FONT - 1,
-              ha="right" if pe_side < 0 else "left")
+        _text(ax, xw + pe_side * 0.45, y_add, L["pe"], size=FONT - 1, ha="right" if pe_side < 0 else "left")
         _line(ax, [(cx, y_add + 0.24), (cx, y_stack)], arrow=False)
 
     # encoder
@@ -320,8 +343,13 @@ def draw_decoder_block(lang: str = "es") -> Figure:
     _line(ax, [(cx, 0.75), (cx, y0)], arrow=False)
     x_mem = 2.05
     info = _decoder_column(ax, cx, y0, L, x_memory=x_mem, y_memory=1.75, qkv=True)
-    _text(ax, x_mem, 1.1, tr(lang, "salida del codificador\n(B, S, d_model)", "encoder output\n(B, S, d_model)"),
-          size=FONT - 1)
+    _text(
+        ax,
+        x_mem,
+        1.1,
+        tr(lang, "salida del codificador\n(B, S, d_model)", "encoder output\n(B, S, d_model)"),
+        size=FONT - 1,
+    )
     _frame(ax, cx - _BW / 2 - 0.3, y0 + 0.05, cx + _BW / 2 + 0.75, info["top"] + 0.3)
     _text(ax, cx + _BW / 2 + 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="left")
     _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])

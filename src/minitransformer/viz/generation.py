@@ -57,13 +57,22 @@ def plot_next_token(
         ax.grid(axis="y", alpha=0.3)
         _decimal_axis(ax.yaxis, lang)
         shown = p[order].sum()
-        ax.text(0.98, 0.95, tr(lang, f"{top} primeros: {shown:.2f}".replace(".", ","), f"top {top}: {shown:.2f}"),
-                transform=ax.transAxes, ha="right", va="top", fontsize=10)
+        ax.text(
+            0.98,
+            0.95,
+            tr(lang, f"{top} primeros: {shown:.2f}".replace(".", ","), f"top {top}: {shown:.2f}"),
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=10,
+        )
     for ax in axes.flat[n:]:
         ax.axis("off")
     for ax in axes[:, 0]:
         ax.set_ylabel(tr(lang, "probabilidad", "probability"))
-    fig.suptitle(title if title is not None else tr(lang, "Distribución del siguiente token", "Next-token distribution"))
+    fig.suptitle(
+        title if title is not None else tr(lang, "Distribución del siguiente token", "Next-token distribution")
+    )
     return fig
 
 
@@ -112,6 +121,9 @@ def plot_step_times(
     ax.grid(alpha=0.3)
     _decimal_axis(ax.yaxis, lang)
     ax.legend()
-    ax.set_title(title if title is not None else tr(lang, "Tiempo por token, con y sin caché",
-                                                     "Time per token, with and without the cache"))
+    ax.set_title(
+        title
+        if title is not None
+        else tr(lang, "Tiempo por token, con y sin caché", "Time per token, with and without the cache")
+    )
     return fig

@@ -75,11 +75,15 @@ def _one_example(w: Tensor, index: int, rows: int, cols: int, decimals: int | No
     if w.dim() == 3:
         w = w[None]  # (1, H, ·, ·)
     if w.dim() != 4:
-        raise error(f"{what}: se esperaban mapas de forma (B, H, ·, ·) o (H, ·, ·), no {tuple(w.shape)}",
-                    f"{what}: expected maps of shape (B, H, ·, ·) or (H, ·, ·), got {tuple(w.shape)}")
+        raise error(
+            f"{what}: se esperaban mapas de forma (B, H, ·, ·) o (H, ·, ·), no {tuple(w.shape)}",
+            f"{what}: expected maps of shape (B, H, ·, ·) or (H, ·, ·), got {tuple(w.shape)}",
+        )
     if not -w.size(0) <= index < w.size(0):
-        raise error(f"{what}: el índice {index} está fuera del lote de {w.size(0)}",
-                    f"{what}: index {index} is outside the batch of {w.size(0)}")
+        raise error(
+            f"{what}: el índice {index} está fuera del lote de {w.size(0)}",
+            f"{what}: index {index} is outside the batch of {w.size(0)}",
+        )
     if w.size(2) < rows or w.size(3) < cols:
         raise error(
             f"{what}: los mapas de forma {tuple(w.shape[2:])} son más pequeños que los tokens dados "
@@ -116,11 +120,15 @@ def bertviz_arguments(
     """
     if isinstance(maps, AttentionMaps):
         if tokens is not None:
-            raise error("para los AttentionMaps de un codificador-decodificador da src_tokens y tgt_tokens, no tokens",
-                        "for an encoder-decoder's AttentionMaps give src_tokens and tgt_tokens, not tokens")
+            raise error(
+                "para los AttentionMaps de un codificador-decodificador da src_tokens y tgt_tokens, no tokens",
+                "for an encoder-decoder's AttentionMaps give src_tokens and tgt_tokens, not tokens",
+            )
         if src_tokens is None or tgt_tokens is None:
-            raise error("los AttentionMaps de un codificador-decodificador necesitan src_tokens y tgt_tokens",
-                        "an encoder-decoder's AttentionMaps needs src_tokens and tgt_tokens")
+            raise error(
+                "los AttentionMaps de un codificador-decodificador necesitan src_tokens y tgt_tokens",
+                "an encoder-decoder's AttentionMaps needs src_tokens and tgt_tokens",
+            )
         S, T = len(src_tokens), len(tgt_tokens)
         kwargs: dict[str, Any] = {"encoder_tokens": list(src_tokens), "decoder_tokens": list(tgt_tokens)}
         parts = [
@@ -135,8 +143,10 @@ def bertviz_arguments(
             raise error("los AttentionMaps no tienen ningún mapa", "the AttentionMaps hold no maps")
         return kwargs
     if src_tokens is not None or tgt_tokens is not None:
-        raise error("los mapas de autoatención llevan tokens=..., no src_tokens/tgt_tokens",
-                    "self-attention maps take tokens=..., not src_tokens/tgt_tokens")
+        raise error(
+            "los mapas de autoatención llevan tokens=..., no src_tokens/tgt_tokens",
+            "self-attention maps take tokens=..., not src_tokens/tgt_tokens",
+        )
     if tokens is None:
         raise error("da los tokens de la frase", "give the tokens of the sentence")
     layers = list(maps)
@@ -206,17 +216,17 @@ def _stack(maps: Sequence[Tensor], index: int = 0) -> Tensor:
         if w.dim() == 4:
             w = w[index]
         if w.dim() != 3:
-            raise error(f"se esperaban mapas de forma (B, H, T, S) o (H, T, S), no {tuple(w.shape)}",
-                        f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}")
+            raise error(
+                f"se esperaban mapas de forma (B, H, T, S) o (H, T, S), no {tuple(w.shape)}",
+                f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}",
+            )
         out.append(w.detach())
     if not out:
         raise error("no se ha dado ningún mapa de atención", "no attention maps given")
     return torch.stack(out)  # (L, H, T, S)
 
 
-def attention_to(
-    maps: Sequence[Tensor], query: int, keys: int | Sequence[int], index: int = 0
-) -> Tensor:
+def attention_to(maps: Sequence[Tensor], query: int, keys: int | Sequence[int], index: int = 0) -> Tensor:
     """How much one query position attends to some key positions, in every layer and head.
 
     Args:
@@ -239,7 +249,10 @@ def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:
     Shapes: scores (L, H). Ties go to the lower layer, then the lower head.
     """
     if scores.dim() != 2:
-        raise error(f"scores debe tener forma (L, H), no {tuple(scores.shape)}", f"scores must have shape (L, H), got {tuple(scores.shape)}")
+        raise error(
+            f"scores debe tener forma (L, H), no {tuple(scores.shape)}",
+            f"scores must have shape (L, H), got {tuple(scores.shape)}",
+        )
     L, H = scores.shape
     flat = scores.detach().flatten().cpu()
     order = sorted(range(L * H), key=lambda i: (-float(flat[i]), i))[:k]
@@ -290,8 +303,11 @@ def plot_head_grid(
     cell = max(1.9, 0.17 * n + 0.9)
     label_room = 0.09 * max(len(t) for t in list(keys) + list(queries)) + 0.5
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(cell * ncols + label_room + 0.9, cell * nrows + label_room + 0.4),
-        squeeze=False, layout="constrained",
+        nrows,
+        ncols,
+        figsize=(cell * ncols + label_room + 0.9, cell * nrows + label_room + 0.4),
+        squeeze=False,
+        layout="constrained",
     )
     fontsize = 10 if n <= 10 or nrows * ncols <= 4 else 8
     im = None
@@ -300,8 +316,14 @@ def plot_head_grid(
             ax = axes[r, c]
             im = heatmap(w[layer, head], ax, vmin=0.0, vmax=1.0, annotate=False)
             if r == nrows - 1:
-                ax.set_xticks(range(len(keys)), labels=list(keys), rotation=70, ha="right",
-                              fontsize=fontsize, rotation_mode="anchor")
+                ax.set_xticks(
+                    range(len(keys)),
+                    labels=list(keys),
+                    rotation=70,
+                    ha="right",
+                    fontsize=fontsize,
+                    rotation_mode="anchor",
+                )
             else:
                 ax.set_xticks([])
             if c == 0:
@@ -331,8 +353,14 @@ def _draw_lines(ax, weights: np.ndarray, left: Sequence[str], right: Sequence[st
             a = float(weights[i, j])
             if a < 0.02:
                 continue
-            ax.plot([0.08, 0.92], [y_left[i], y_right[j]], color="tab:blue",
-                    alpha=min(1.0, 0.15 + 0.85 * a), linewidth=0.5 + 5.5 * a, solid_capstyle="round")
+            ax.plot(
+                [0.08, 0.92],
+                [y_left[i], y_right[j]],
+                color="tab:blue",
+                alpha=min(1.0, 0.15 + 0.85 * a),
+                linewidth=0.5 + 5.5 * a,
+                solid_capstyle="round",
+            )
     for i, t in enumerate(left):
         ax.text(0.05, y_left[i], t, ha="right", va="center", fontsize=12)
     for j, t in enumerate(right):
@@ -371,14 +399,20 @@ def plot_alignment(
     examples = [_numpy(w)[: len(t), : len(s)] for w, s, t in zip(weights, src_tokens, tgt_tokens)]
     n_ex = len(examples)
     if not n_ex or not (n_ex == len(src_tokens) == len(tgt_tokens)):
-        raise error("da tantos mapas de pesos como listas de tokens de origen y de destino",
-                    "give as many weight maps as lists of source and target tokens")
+        raise error(
+            "da tantos mapas de pesos como listas de tokens de origen y de destino",
+            "give as many weight maps as lists of source and target tokens",
+        )
     widest = max(max(w.shape) for w in examples)
     row_h = max(2.6, 0.45 * widest + 1.1)
     hm_w = max(3.6, 0.75 * max(w.shape[1] for w in examples) + 2.4)
     fig, axes = plt.subplots(
-        n_ex, 2, figsize=(5.2 + hm_w, row_h * n_ex + (0.5 if title else 0.0)), squeeze=False,
-        layout="constrained", gridspec_kw={"width_ratios": [5.2, hm_w]},
+        n_ex,
+        2,
+        figsize=(5.2 + hm_w, row_h * n_ex + (0.5 if title else 0.0)),
+        squeeze=False,
+        layout="constrained",
+        gridspec_kw={"width_ratios": [5.2, hm_w]},
     )
     im = None
     for r, (w, s, t) in enumerate(zip(examples, src_tokens, tgt_tokens)):
@@ -420,8 +454,11 @@ def plot_head_scores(
     nrows = -(-len(arrays) // ncols)
     top = vmax if vmax is not None else max(float(a.max()) for a in arrays)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(0.62 * H * ncols + 1.8, (0.5 * L + 1.3) * nrows + (0.4 if title else 0)),
-        squeeze=False, layout="constrained",
+        nrows,
+        ncols,
+        figsize=(0.62 * H * ncols + 1.8, (0.5 * L + 1.3) * nrows + (0.4 if title else 0)),
+        squeeze=False,
+        layout="constrained",
     )
     im = None
     for k, ax in enumerate(axes.flat):
@@ -463,8 +500,10 @@ def plot_score_breakdown(
     """
     qn, kn = _numpy(q), _numpy(k)
     if qn.ndim != 1 or kn.ndim != 2 or kn.shape[1] != qn.shape[0]:
-        raise error(f"se esperaban q (Dh,) y k (S, Dh), no {qn.shape} y {kn.shape}",
-                    f"expected q (Dh,) and k (S, Dh), got {qn.shape} and {kn.shape}")
+        raise error(
+            f"se esperaban q (Dh,) y k (S, Dh), no {qn.shape} y {kn.shape}",
+            f"expected q (Dh,) and k (S, Dh), got {qn.shape} and {kn.shape}",
+        )
     S, Dh = kn.shape
     if len(keys) != S:
         raise error(f"{len(keys)} tokens de clave para {S} claves", f"{len(keys)} key tokens for {S} keys")
@@ -483,16 +522,24 @@ def plot_score_breakdown(
     quote = (lambda t: f"«{t}»") if lang == "es" else (lambda t: f"“{t}”")
     ax_q.set_yticks([0], labels=[f"q {quote(query)}"])
     ax_q.set_xticks([])
-    ax_q.set_title(tr(lang, "consulta q y productos q ⊙ k por dimensión",
-                      "query q and products q ⊙ k per dimension"), fontsize=12)
+    ax_q.set_title(
+        tr(lang, "consulta q y productos q ⊙ k por dimensión", "query q and products q ⊙ k per dimension"), fontsize=12
+    )
     plim = float(np.abs(prod).max())
     im = ax_p.imshow(prod, cmap="RdBu_r", vmin=-plim, vmax=plim, aspect="auto")
     ax_p.set_yticks(range(S), labels=[f"k {quote(t)}" for t in keys])
     step = 4 if Dh > 16 else 1
     ax_p.set_xticks(range(0, Dh, step))
     ax_p.set_xlabel(tr(lang, "dimensión de la cabeza", "head dimension"))
-    fig.colorbar(im, ax=ax_p, location="bottom", shrink=0.6, aspect=30, pad=0.02,
-                 label=tr(lang, "q ⊙ k (rojo > 0, azul < 0)", "q ⊙ k (red > 0, blue < 0)"))
+    fig.colorbar(
+        im,
+        ax=ax_p,
+        location="bottom",
+        shrink=0.6,
+        aspect=30,
+        pad=0.02,
+        label=tr(lang, "q ⊙ k (rojo > 0, azul < 0)", "q ⊙ k (red > 0, blue < 0)"),
+    )
     colours = ["tab:red" if s > 0 else "tab:blue" for s in scores]
     ax_s.barh(range(S), scores, color=colours)
     ax_s.axvline(0, color="0.3", linewidth=0.8)
@@ -558,12 +605,16 @@ def offline_scripts():
 
     files = script_files()
     if files is None:
-        return HTML("<p>" + say(
-            "bertviz cargará sus bibliotecas de JavaScript de internet (instala el extra «lab» del curso "
-            "para usarlas sin conexión).",
-            "bertviz will load its JavaScript libraries from the internet (install the course's 'lab' "
-            "extra to use them offline).",
-        ) + "</p>")
+        return HTML(
+            "<p>"
+            + say(
+                "bertviz cargará sus bibliotecas de JavaScript de internet (instala el extra «lab» del curso "
+                "para usarlas sin conexión).",
+                "bertviz will load its JavaScript libraries from the internet (install the course's 'lab' "
+                "extra to use them offline).",
+            )
+            + "</p>"
+        )
     code = {name: _inline(path.read_text(encoding="utf-8")) for name, path in files.items()}
     return Javascript(
         "// bertviz's libraries: d3, jQuery and require.js from installed packages\n"
@@ -587,8 +638,10 @@ def write_offline_page(view: Any, path: str | os.PathLike, title: str = "bertviz
     """
     html = getattr(view, "data", view)
     if not isinstance(html, str):
-        raise error("view debe ser el objeto HTML de bertviz (html_action='return') o su texto",
-                    "view must be bertviz's HTML object (html_action='return') or its text")
+        raise error(
+            "view debe ser el objeto HTML de bertviz (html_action='return') o su texto",
+            "view must be bertviz's HTML object (html_action='return') or its text",
+        )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(

@@ -32,7 +32,11 @@ def plot_layer_norm(before, after, labels: Sequence[str] | None = None, lang: st
     labels = list(labels) if labels is not None else [f"token {i}" for i in range(n)]
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 1.5 + 0.9 * n), sharey=True, layout="constrained")
     titles = (
-        tr(lang, "antes de normalizar:\ncada token con su propia escala", "before normalising:\neach token on its own scale"),
+        tr(
+            lang,
+            "antes de normalizar:\ncada token con su propia escala",
+            "before normalising:\neach token on its own scale",
+        ),
         tr(lang, "después:\nmedia 0 y desviación estándar 1", "after:\nmean 0 and standard deviation 1"),
     )
     rng = np.random.default_rng(0)

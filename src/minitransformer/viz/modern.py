@@ -23,9 +23,11 @@ def _numpy(x) -> np.ndarray:
 
 def _decimal(lang: str) -> FuncFormatter:
     """Tick labels with a decimal comma in Spanish."""
+
     def fmt(x, _pos):
         text = f"{x:g}"
         return text.replace(".", ",") if lang == "es" else text
+
     return FuncFormatter(fmt)
 
 
@@ -38,8 +40,13 @@ def plot_rope_scores(scores, lang: str = "es", title: str | None = None) -> Figu
     im = ax.imshow(m, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
     ax.set_xlabel(tr(lang, "posición n de la clave", "key position n"))
     ax.set_ylabel(tr(lang, "posición m de la consulta", "query position m"))
-    ax.set_title(title if title is not None else tr(lang, "RoPE: $q_m \\cdot k_n$ solo depende de $n - m$",
-                                                     "RoPE: $q_m \\cdot k_n$ depends only on $n - m$"))
+    ax.set_title(
+        title
+        if title is not None
+        else tr(
+            lang, "RoPE: $q_m \\cdot k_n$ solo depende de $n - m$", "RoPE: $q_m \\cdot k_n$ depends only on $n - m$"
+        )
+    )
     ax.spines[:].set_visible(False)
     cbar = fig.colorbar(im, ax=ax, shrink=0.85, label=tr(lang, "puntuación", "score"))
     cbar.ax.yaxis.set_major_formatter(_decimal(lang))
@@ -63,9 +70,10 @@ def plot_attention_cost(
     check_lang(lang)
     T = np.asarray(lengths, dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
-    panels = [(axes[0], times, tr(lang, "tiempo por llamada (ms)", "time per call (ms)"),
-               tr(lang, "Tiempo", "Time")),
-              (axes[1], memory, tr(lang, "memoria (MiB)", "memory (MiB)"), tr(lang, "Memoria", "Memory"))]
+    panels = [
+        (axes[0], times, tr(lang, "tiempo por llamada (ms)", "time per call (ms)"), tr(lang, "Tiempo", "Time")),
+        (axes[1], memory, tr(lang, "memoria (MiB)", "memory (MiB)"), tr(lang, "Memoria", "Memory")),
+    ]
     for ax, curves, ylabel, title in panels:
         for label, ys in curves.items():
             ax.plot(T, _numpy(ys), "o-", lw=2, label=label)
@@ -84,8 +92,9 @@ def plot_attention_cost(
     return fig
 
 
-def plot_ablation(results: Mapping[str, Sequence[float]], labels: Mapping[str, str], lang: str = "es",
-                  title: str | None = None) -> Figure:
+def plot_ablation(
+    results: Mapping[str, Sequence[float]], labels: Mapping[str, str], lang: str = "es", title: str | None = None
+) -> Figure:
     """Validation loss per variant: each seed as a dot, the mean as a bar.
 
     Args:
@@ -103,12 +112,21 @@ def plot_ablation(results: Mapping[str, Sequence[float]], labels: Mapping[str, s
         ax.plot(values, np.full(len(values), yi), "o", color="#08519c", ms=5)
     ax.set_yticks(y, [labels.get(n, n) for n in names])
     ax.set_xscale("log")
-    ticks = [t for t in (0.25, 0.5, 1, 2, 4, 8, 16, 32) if min(means) / 2 <= t <= 2 * max(max(results[n]) for n in names)]
+    ticks = [
+        t for t in (0.25, 0.5, 1, 2, 4, 8, 16, 32) if min(means) / 2 <= t <= 2 * max(max(results[n]) for n in names)
+    ]
     ax.set_xticks(ticks)
     ax.xaxis.set_major_formatter(_decimal(lang))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel(tr(lang, "pérdida de validación (escala logarítmica; puntos: semillas)",
-                     "validation loss (log scale; dots: seeds)"))
-    ax.set_title(title if title is not None else tr(lang, "Ablación: un cambio cada vez", "Ablation: one change at a time"))
+    ax.set_xlabel(
+        tr(
+            lang,
+            "pérdida de validación (escala logarítmica; puntos: semillas)",
+            "validation loss (log scale; dots: seeds)",
+        )
+    )
+    ax.set_title(
+        title if title is not None else tr(lang, "Ablación: un cambio cada vez", "Ablation: one change at a time")
+    )
     ax.grid(alpha=0.3, axis="x", which="both")
     return fig

@@ -54,19 +54,26 @@ def plot_encoding(pe, lang: str = "es", title: str | None = None) -> Figure:
     table = _numpy(pe)
     fig, ax = plt.subplots(figsize=(9.0, 5.0), layout="constrained")
     vmax = max(1.0, float(np.abs(table).max()))
-    im = _encoding_on(ax, table, lang, title if title is not None else
-                      tr(lang, "Codificación posicional sinusoidal", "Sinusoidal positional encoding"), vmax)
+    im = _encoding_on(
+        ax,
+        table,
+        lang,
+        title
+        if title is not None
+        else tr(lang, "Codificación posicional sinusoidal", "Sinusoidal positional encoding"),
+        vmax,
+    )
     fig.colorbar(im, ax=ax, shrink=0.85, label=tr(lang, "valor", "value"))
     return localise(fig, lang)
 
 
-def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es",
-                   shared_scale: bool = True) -> Figure:
+def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es", shared_scale: bool = True) -> Figure:
     """Several positional tables side by side: each (T, D)."""
     check_lang(lang)
     arrays = [_numpy(t) for t in tables]
-    fig, axes = plt.subplots(1, len(arrays), figsize=(5.6 * len(arrays) + 0.8, 4.8),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(arrays), figsize=(5.6 * len(arrays) + 0.8, 4.8), squeeze=False, layout="constrained"
+    )
     top = max(float(np.abs(a).max()) for a in arrays)
     for ax, table, title in zip(axes[0], arrays, titles):
         vmax = top if shared_scale else float(np.abs(table).max())
@@ -91,9 +98,15 @@ def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = No
     ax.set_ylim(-1.15, 1.15)
     ax.axhline(0.0, color="0.6", lw=0.8, zorder=0)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    ax.set_title(title if title is not None else
-                 tr(lang, "Cada dimensión es una onda de distinta frecuencia",
-                    "Each dimension is a wave of a different frequency"))
+    ax.set_title(
+        title
+        if title is not None
+        else tr(
+            lang,
+            "Cada dimensión es una onda de distinta frecuencia",
+            "Each dimension is a wave of a different frequency",
+        )
+    )
     return localise(fig, lang)
 
 
@@ -107,8 +120,7 @@ def plot_similarity(sim, lang: str = "es", row: int | None = None, title: str | 
     im = _matrix_on(ax, m, None, None)
     ax.set_xlabel(tr(lang, "posición", "position"))
     ax.set_ylabel(tr(lang, "posición", "position"))
-    ax.set_title(title if title is not None else
-                 tr(lang, "Similitud entre posiciones", "Similarity between positions"))
+    ax.set_title(title if title is not None else tr(lang, "Similitud entre posiciones", "Similarity between positions"))
     fig.colorbar(im, ax=ax, shrink=0.85)
     if row is not None:
         ax.axhline(row, color="white", lw=1.2, ls="--")
@@ -121,15 +133,17 @@ def plot_similarity(sim, lang: str = "es", row: int | None = None, title: str | 
     return localise(fig, lang)
 
 
-def plot_similarities(matrices: Sequence, titles: Sequence[str], lang: str = "es",
-                      vmin: float | None = None, vmax: float | None = None) -> Figure:
+def plot_similarities(
+    matrices: Sequence, titles: Sequence[str], lang: str = "es", vmin: float | None = None, vmax: float | None = None
+) -> Figure:
     """Several similarity matrices side by side, on one colour scale: each (T, T)."""
     check_lang(lang)
     arrays = [_numpy(m) for m in matrices]
     lo = min(float(a.min()) for a in arrays) if vmin is None else vmin
     hi = max(float(a.max()) for a in arrays) if vmax is None else vmax
-    fig, axes = plt.subplots(1, len(arrays), figsize=(4.6 * len(arrays) + 1.0, 4.9),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(arrays), figsize=(4.6 * len(arrays) + 1.0, 4.9), squeeze=False, layout="constrained"
+    )
     for ax, m, title in zip(axes[0], arrays, titles):
         im = _matrix_on(ax, m, lo, hi)
         ax.set_xlabel(tr(lang, "posición", "position"))
@@ -148,8 +162,15 @@ def plot_rotation_matrix(m, lang: str = "es", title: str | None = None) -> Figur
     im = ax.imshow(a, cmap="RdBu_r", vmin=-1.0, vmax=1.0)
     for (i, j), v in np.ndenumerate(a):
         if v != 0:
-            ax.text(j, i, f"{abs(v) if round(v, 2) == 0 else v:.2f}", ha="center", va="center", fontsize=10,
-                    color="white" if abs(v) > 0.6 else "black")
+            ax.text(
+                j,
+                i,
+                f"{abs(v) if round(v, 2) == 0 else v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=10,
+                color="white" if abs(v) > 0.6 else "black",
+            )
     ax.set_xticks(range(a.shape[1]))
     ax.set_yticks(range(a.shape[0]))
     ax.set_xlabel(tr(lang, "columna (dimensión de entrada)", "column (input dimension)"))
@@ -160,8 +181,9 @@ def plot_rotation_matrix(m, lang: str = "es", title: str | None = None) -> Figur
     return localise(fig, lang)
 
 
-def plot_permuted_attention(weights, tokens: Sequence[str], weights_perm, tokens_perm: Sequence[str],
-                            lang: str = "es") -> Figure:
+def plot_permuted_attention(
+    weights, tokens: Sequence[str], weights_perm, tokens_perm: Sequence[str], lang: str = "es"
+) -> Figure:
     """Attention weights of a sentence and of its permutation, side by side: each (T, T)."""
     check_lang(lang)
     pairs = [(_numpy(weights), list(tokens)), (_numpy(weights_perm), list(tokens_perm))]

@@ -28,8 +28,12 @@ def _numpy(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
-def plot_lr_schedule(curves: Mapping[str, Sequence[float]], lang: str = "es",
-                     peaks: Mapping[str, int] | None = None, title: str | None = None) -> Figure:
+def plot_lr_schedule(
+    curves: Mapping[str, Sequence[float]],
+    lang: str = "es",
+    peaks: Mapping[str, int] | None = None,
+    title: str | None = None,
+) -> Figure:
     """Learning rate against the step, one line per schedule.
 
     Args:
@@ -50,8 +54,7 @@ def plot_lr_schedule(curves: Mapping[str, Sequence[float]], lang: str = "es",
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
-    ax.set_title(title if title is not None else tr(lang, "Calentamiento y decaimiento (warm-up)",
-                                                     "Warm-up and decay"))
+    ax.set_title(title if title is not None else tr(lang, "Calentamiento y decaimiento (warm-up)", "Warm-up and decay"))
     return localise(fig, lang)
 
 
@@ -90,8 +93,16 @@ def plot_losses(
         ax.plot(list(steps), _numpy(losses), "o-", color=c, ms=4, lw=1.2, label=label)
     for label, value in (hlines or {}).items():
         ax.axhline(value, ls="--", color="0.35", lw=1.5)
-        ax.annotate(label, (1.0, value), xycoords=("axes fraction", "data"), xytext=(-4, -4),
-                    textcoords="offset points", ha="right", va="top", color="0.25")
+        ax.annotate(
+            label,
+            (1.0, value),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, -4),
+            textcoords="offset points",
+            ha="right",
+            va="top",
+            color="0.25",
+        )
     if log_y:
         ax.set_yscale("log")
     else:
@@ -104,8 +115,9 @@ def plot_losses(
     return localise(fig, lang)
 
 
-def plot_accuracy_by_digits(results: Mapping[str, tuple[Sequence[int], Sequence[bool]]],
-                            lang: str = "es", title: str | None = None) -> Figure:
+def plot_accuracy_by_digits(
+    results: Mapping[str, tuple[Sequence[int], Sequence[bool]]], lang: str = "es", title: str | None = None
+) -> Figure:
     """Exact-match accuracy per number of digits, one group of bars per label.
 
     Args:
@@ -130,6 +142,7 @@ def plot_accuracy_by_digits(results: Mapping[str, tuple[Sequence[int], Sequence[
     ax.set_ylim(0, 125 if len(labels) > 2 else 112)
     ax.set_yticks(range(0, 101, 20))
     fig.legend(loc="outside right upper")
-    ax.set_title(title if title is not None else tr(lang, "Acierto por longitud del número",
-                                                     "Accuracy by length of the number"))
+    ax.set_title(
+        title if title is not None else tr(lang, "Acierto por longitud del número", "Accuracy by length of the number")
+    )
     return localise(fig, lang)
