@@ -20,6 +20,16 @@ from .registry import explain
 __all__ = ["check_layer_norm", "check_post_ln_sublayer", "check_rms_norm"]
 
 
+def _not_finite(got, x: Tensor) -> bool:
+    """A float tensor of ``x``'s shape holding inf or NaN: the ε the statement asks for is missing."""
+    return (
+        isinstance(got, Tensor)
+        and got.shape == x.shape
+        and got.is_floating_point()
+        and not bool(torch.isfinite(got).all())
+    )
+
+
 def _randn(*shape: int, seed: int) -> Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g)
@@ -99,12 +109,7 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
     x = torch.full((1, 2, 4), 3.0)
     gamma, beta = torch.ones(4), torch.arange(4.0)
     got = _run(lang, layer_norm, _LAYER_NORM, x.clone(), gamma.clone(), beta.clone(), 1e-5)
-    if (
-        isinstance(got, Tensor)
-        and got.shape == x.shape
-        and got.is_floating_point()
-        and not bool(torch.isfinite(got).all())
-    ):
+    if _not_finite(got, x):
         return not_yet(
             lang,
             "con un token constante (varianza 0) tu resultado no es finito: suma `eps` a la varianza antes de la raíz.",
@@ -251,12 +256,7 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedbac
     """
     x = torch.zeros(1, 2, 4)  # a token of zeros: only ε keeps 0 / 0 away
     got = _run(lang, rms_norm, _RMS_NORM, x.clone(), torch.ones(4), 1e-6)
-    if (
-        isinstance(got, Tensor)
-        and got.shape == x.shape
-        and got.is_floating_point()
-        and not bool(torch.isfinite(got).all())
-    ):
+    if _not_finite(got, x):
         return not_yet(
             lang,
             "con un token de ceros tu resultado no es finito: suma `eps` dentro de la raíz.",
