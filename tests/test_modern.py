@@ -310,7 +310,7 @@ def test_model_trains():
             "fuera del vocabulario",
             "outside the vocabulary",
         ),
-        (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(1, 3)), "ids enteros", "integer ids"),
+        (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(1, 3)), "ids enteros", "integer token ids"),
         (lambda: ModernTransformer(ModernConfig(vocab_size=10))(torch.zeros(3, dtype=torch.long)), "(B, T)", "(B, T)"),
         (lambda: RotaryEmbedding(8, 4)(torch.randn(6, 8)), "se salen de la tabla", "outside the RoPE table"),
         (lambda: rope_frequencies(7), "par", "even"),

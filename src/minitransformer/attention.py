@@ -11,7 +11,7 @@ D d_model, Dh d_head.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -32,6 +32,7 @@ __all__ = [
     "causal_mask",
     "combine_masks",
     "check_mask",
+    "check_heads",
     "fast_attention",
     "attention_weights_needed",
 ]
@@ -89,6 +90,23 @@ def fast_attention(
     return out if empty is None else out.masked_fill(empty, 0.0)
 
 
+def check_heads(d_model: int, n_heads: int) -> None:
+    """Raise ``ValueError`` unless ``d_model`` and ``n_heads`` are positive and each head gets
+    d_model / n_heads dimensions."""
+    if n_heads <= 0 or d_model <= 0:
+        raise error(
+            f"d_model y n_heads deben ser positivos, no {d_model} y {n_heads}",
+            f"d_model and n_heads must be positive, got {d_model} and {n_heads}",
+        )
+    if d_model % n_heads != 0:
+        raise error(
+            f"d_model ({d_model}) debe ser divisible por n_heads ({n_heads}): "
+            f"cada cabeza recibe d_model / n_heads dimensiones",
+            f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): "
+            f"each head gets d_model / n_heads dimensions",
+        )
+
+
 def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
     """Raise ``ValueError`` unless ``mask`` is boolean and broadcasts to ``scores_shape``.
 
@@ -109,11 +127,9 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
             f"{tuple(scores_shape)}: give the mask 2 dimensions (T, S) or {len(scores_shape)} "
             f"(e.g. (B, 1, 1, S) for padding, (1, 1, T, S) for causal)",
         )
-    try:
-        shape = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        shape = None
-    if shape != tuple(scores_shape):
+    # Broadcasts to the scores' shape iff every dimension is 1 or the scores' own (torch's
+    # broadcast_shapes would say the same, more slowly: this runs once per attention call).
+    if any(m not in (1, s) for m, s in zip(mask.shape[::-1], scores_shape[::-1])):
         raise error(
             f"la máscara de forma {tuple(mask.shape)} no se difunde (broadcast) a la forma de las "
             f"puntuaciones {tuple(scores_shape)}",
@@ -121,22 +137,30 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
         )
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    dropout: Callable[[Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
     """softmax(q kᵀ / √d_k) v, with an optional boolean mask.
 
     Args:
-        q: queries, shape (..., T, Dh).
+        q: queries, shape (..., T, Dh); with heads (B, H, T, Dh).
         k: keys, shape (..., S, Dh).
         v: values, shape (..., S, Dv).
         mask: boolean, True = may attend, broadcastable to (..., T, S).
+        dropout: applied to the weights before they mix the values (e.g. an ``nn.Dropout``).
 
     Returns:
-        ``(output, weights)`` with shapes (..., T, Dv) and (..., T, S).
+        ``(output, weights)`` with shapes (..., T, Dv) and (..., T, S); the weights are
+        those before dropout.
     """
-    d_k = q.size(-1)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, S)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
     weights = masked_softmax(scores, mask)
-    return weights @ v, weights
+    mixed = weights if dropout is None else dropout(weights)
+    return mixed @ v, weights
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
@@ -152,7 +176,9 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention written with einsum, as in "Attention Is All You Need".
+    """Multi-head attention, as in "Attention Is All You Need": the inputs projected into H
+    heads, :func:`scaled_dot_product_attention` in every head at once, the heads concatenated
+    and projected back.
 
     Args:
         d_model: model width D; must be divisible by ``n_heads``.
@@ -163,18 +189,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        if n_heads <= 0 or d_model <= 0:
-            raise error(
-                f"d_model y n_heads deben ser positivos, no {d_model} y {n_heads}",
-                f"d_model and n_heads must be positive, got {d_model} and {n_heads}",
-            )
-        if d_model % n_heads != 0:
-            raise error(
-                f"d_model ({d_model}) debe ser divisible por n_heads ({n_heads}): "
-                f"cada cabeza recibe d_model / n_heads dimensiones",
-                f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): "
-                f"each head gets d_model / n_heads dimensions",
-            )
+        check_heads(d_model, n_heads)
         self.d_model = d_model
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
@@ -213,29 +228,39 @@ class MultiHeadAttention(nn.Module):
                 f"expected inputs with last dimension d_model={self.d_model}, got query "
                 f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}",
             )
-        H, Dh = self.n_heads, self.d_head
-        q = self.W_q(query).view(B, T, H, Dh)  # (B, T, H, Dh)
-        k, v = self._keys_values(key, value, cache)  # (B, S, H, Dh) each
-        if not _WEIGHTS_NEEDED.get():  # nobody looks at the weights: PyTorch's fused kernel
-            p = self.dropout.p if self.training else 0.0
-            heads = fast_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask, p)  # (B, H, T, Dh)
-            return self.W_o(heads.transpose(1, 2).reshape(B, T, D)), None  # (B, T, D)
-        scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)  # (B, H, T, S)
-        weights = masked_softmax(scores, mask)  # (B, H, T, S)
-        heads = torch.einsum("bhts,bshd->bthd", self.dropout(weights), v)  # (B, T, H, Dh)
-        out = self.W_o(heads.reshape(B, T, D))  # (B, T, D)
-        return out, weights
+        q, k, v = self._project(query, key, value, cache)  # (B, H, T, Dh), (B, H, S, Dh), (B, H, S, Dh)
+        if _WEIGHTS_NEEDED.get():
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)  # (B, H, T, Dh), (B, H, T, S)
+        else:  # nobody looks at the weights: PyTorch's fused kernel, the same output
+            heads, weights = fast_attention(q, k, v, mask, self.dropout.p if self.training else 0.0), None
+        return self.W_o(heads.transpose(1, 2).reshape(B, T, D)), weights  # (B, T, D)
 
-    def _keys_values(self, key: Tensor, value: Tensor, cache: AttentionCache | None) -> tuple[Tensor, Tensor]:
-        """Project keys and values to heads, through the cache when there is one."""
-        if cache is not None and cache.static and cache.filled:
-            return cache.k, cache.v  # cross-attention: computed once, at the first step
-        B, S, _ = key.shape
-        k = self.W_k(key).view(B, S, self.n_heads, self.d_head)  # (B, S, H, Dh)
-        v = self.W_v(value).view(B, S, self.n_heads, self.d_head)  # (B, S, H, Dh)
+    def _project(
+        self, query: Tensor, key: Tensor, value: Tensor, cache: AttentionCache | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values split into heads, (B, H, ·, Dh), through the cache if any."""
+        if cache is not None and cache.static and cache.filled:  # cross-attention: keys and values
+            return self._heads(self.W_q(query)), cache.k.transpose(1, 2), cache.v.transpose(1, 2)  # of the first step
+        if query is key is value and not torch.is_grad_enabled():
+            # self-attention at inference: one matrix product for the three projections, as
+            # nn.MultiheadAttention does (in training, three keep the gradients' sums as they were)
+            W = [self.W_q, self.W_k, self.W_v]
+            bias = torch.cat([w.bias for w in W]) if self.W_q.bias is not None else None
+            q, k, v = F.linear(query, torch.cat([w.weight for w in W]), bias).chunk(3, dim=-1)
+        else:
+            q, k, v = self.W_q(query), self.W_k(key), self.W_v(value)  # (B, ·, D) each
         if cache is not None:
-            k, v = cache.update(k, v)  # (B, S_cached + S, H, Dh)
-        return k, v
+            k, v = cache.update(self._split(k), self._split(v))  # (B, S_cached + S, H, Dh)
+            return self._heads(q), k.transpose(1, 2), v.transpose(1, 2)
+        return self._heads(q), self._heads(k), self._heads(v)
+
+    def _split(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, L, H, Dh)."""
+        return x.unflatten(-1, (self.n_heads, self.d_head))
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, H, L, Dh)."""
+        return self._split(x).transpose(1, 2)
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:

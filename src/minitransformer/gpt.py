@@ -35,11 +35,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .attention import causal_mask, combine_masks
+from .attention import attention_weights_needed, causal_mask, check_heads, combine_masks
 from .corpus import CountingCorpus
 from .i18n import error
 from .kv_cache import KVCache
 from .layers import EncoderLayer
+from .model import check_tokens
 from .sampling import check_temperature, check_top_k, check_top_p, sample_next_token
 
 __all__ = [
@@ -79,11 +80,7 @@ class GPTConfig:
                     f"{name} debe ser un entero positivo, no {value!r}",
                     f"{name} must be a positive integer, got {value!r}",
                 )
-        if self.d_model % self.n_heads != 0:
-            raise error(
-                f"d_model ({self.d_model}) debe ser divisible entre n_heads ({self.n_heads})",
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})",
-            )
+        check_heads(self.d_model, self.n_heads)
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
             raise error(
                 f"pad_id {self.pad_id} está fuera del vocabulario [0, {self.vocab_size})",
@@ -153,7 +150,9 @@ class GPT(nn.Module):
         Returns:
             logits (B, T, V) (and the list of maps).
         """
-        self._check_tokens(tokens, cache)
+        check_tokens(
+            tokens, self.config.vocab_size, max_len=self.config.max_len, cached=len(cache) if cache is not None else 0
+        )
         B, T = tokens.shape
         real = (
             tokens != self.config.pad_id
@@ -167,36 +166,12 @@ class GPT(nn.Module):
             mask = combine_masks(real[:, None, None, :], causal_mask(T, device=tokens.device))  # (B, 1, T, T)
         x = self.dropout(self.token(tokens) + self.position(positions))  # (B, T, D)
         maps = []
-        for i, layer in enumerate(self.layers):
-            x, w = layer(x, mask, cache=cache.layers[i].self_attn if cache is not None else None)
-            maps.append(w)
+        with attention_weights_needed(return_attention):  # no maps asked: the fused kernel
+            for i, layer in enumerate(self.layers):
+                x, w = layer(x, mask, cache=cache.layers[i].self_attn if cache is not None else None)
+                maps.append(w)
         logits = self.lm_head(self.norm(x))  # (B, T, V)
         return (logits, maps) if return_attention else logits
-
-    def _check_tokens(self, tokens: Tensor, cache: KVCache | None) -> None:
-        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.numel() == 0:
-            shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-            raise error(
-                f"los tokens deben ser un tensor (B, T) no vacío, no {shape}",
-                f"tokens must be a non-empty (B, T) tensor, got {shape}",
-            )
-        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-            raise error(
-                f"los tokens deben ser ids enteros, no {tokens.dtype}",
-                f"tokens must be integer ids, got {tokens.dtype}",
-            )
-        length = tokens.size(1) + (len(cache) if cache is not None else 0)
-        if length > self.config.max_len:
-            raise error(
-                f"la secuencia tiene {length} tokens y el contexto del modelo es de {self.config.max_len} (max_len)",
-                f"the sequence has {length} tokens and the model's context is {self.config.max_len} (max_len)",
-            )
-        lo, hi = int(tokens.min()), int(tokens.max())
-        if lo < 0 or hi >= self.config.vocab_size:
-            raise error(
-                f"hay un id {lo if lo < 0 else hi} fuera del vocabulario [0, {self.config.vocab_size})",
-                f"token id {lo if lo < 0 else hi} is outside the vocabulary [0, {self.config.vocab_size})",
-            )
 
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (the tied embedding counted once)."""

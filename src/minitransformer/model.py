@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .attention import attention_weights_needed, causal_mask, combine_masks, padding_mask
+from .attention import attention_weights_needed, causal_mask, check_heads, combine_masks, padding_mask
 from .i18n import error
 from .kv_cache import KVCache
 from .layers import DecoderLayer, EncoderLayer
@@ -45,13 +45,7 @@ class TransformerConfig:
     tie_output: bool = False  # output projection shares the target embedding's weights
 
     def __post_init__(self):
-        if self.d_model <= 0 or self.n_heads <= 0:
-            raise error("d_model y n_heads deben ser positivos", "d_model and n_heads must be positive")
-        if self.d_model % self.n_heads != 0:
-            raise error(
-                f"d_model ({self.d_model}) debe ser divisible por n_heads ({self.n_heads})",
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})",
-            )
+        check_heads(self.d_model, self.n_heads)
         if self.positional not in ("sinusoidal", "learned"):
             raise error(
                 f"positional debe ser 'sinusoidal' o 'learned', no {self.positional!r}",
@@ -86,19 +80,27 @@ class AttentionMaps:
     cross: list[Tensor] = field(default_factory=list)  # (B, H, T, S) each
 
 
-def check_tokens(tokens: Tensor, vocab_size: int, name: str) -> None:
-    """Raise a ``ValueError`` (:class:`~minitransformer.i18n.CourseError`) for an empty batch or sequence, or ids outside the vocabulary."""
-    if tokens.dim() != 2:
-        raise error(
-            f"{name} debe tener forma (B, longitud), no {tuple(tokens.shape)}",
-            f"{name} must have shape (B, length), got {tuple(tokens.shape)}",
-        )
-    if tokens.size(0) == 0 or tokens.size(1) == 0:
+def check_tokens(
+    tokens: Tensor, vocab_size: int, name: str = "tokens", max_len: int | None = None, cached: int = 0
+) -> None:
+    """Raise a ``ValueError`` (:class:`~minitransformer.i18n.CourseError`) unless ``tokens`` is a
+    non-empty (B, L) tensor of integer ids in [0, vocab_size) and, with ``max_len``, the
+    ``cached`` tokens and these fit in it. Models call it once per forward pass, per input."""
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
+        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise error(f"{name} debe tener forma (B, T), no {shape}", f"{name} must have shape (B, T), got {shape}")
+    if tokens.numel() == 0:
         raise error(f"{name} está vacío: forma {tuple(tokens.shape)}", f"{name} is empty: shape {tuple(tokens.shape)}")
-    if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
         raise error(
-            f"{name} debe contener ids de token enteros, no dtype {tokens.dtype}",
+            f"{name} debe contener ids enteros, no de dtype {tokens.dtype}",
             f"{name} must hold integer token ids, got dtype {tokens.dtype}",
+        )
+    length = cached + tokens.size(1)
+    if max_len is not None and length > max_len:
+        raise error(
+            f"la secuencia tiene {length} tokens y el contexto del modelo es de max_len = {max_len}",
+            f"the sequence has {length} tokens and the model's context is max_len = {max_len}",
         )
     if tokens.is_meta:  # no values to check on the "meta" device (shapes only)
         return
@@ -131,8 +133,8 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, tokens: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
-        """``offset``: position of the first token (the length of a key-value cache)."""
-        check_tokens(tokens, self.vocab_size, "tokens")
+        """``offset``: position of the first token (the length of a key-value cache).
+        The ids are not checked here: the model checks them once, before it embeds them."""
         x = self.position(self.token(tokens) * self.scale, offset)  # (B, L, D)
         if self.token_type is not None:
             if token_type_ids is None:
@@ -143,18 +145,23 @@ class Embeddings(nn.Module):
         return self.dropout(x)
 
 
-class Encoder(nn.Module):
-    """Embeddings and a stack of N encoder layers (plus a final LayerNorm in pre-LN).
+class _Stack(nn.Module):
+    """What the encoder and the decoder share: embeddings, N layers of one kind and, in
+    pre-LN, a final LayerNorm."""
 
-    Shapes: src (B, S) -> memory (B, S, D).
-    """
-
-    def __init__(self, config: TransformerConfig, embeddings: Embeddings | None = None):
+    def __init__(
+        self,
+        config: TransformerConfig,
+        vocab_size: int,
+        layer: type[nn.Module],
+        n_layers: int,
+        embeddings: Embeddings | None,
+    ):
         super().__init__()
         self.config = config
-        self.embeddings = embeddings or Embeddings(config.src_vocab_size, config)
+        self.embeddings = embeddings or Embeddings(vocab_size, config)
         self.layers = nn.ModuleList(
-            EncoderLayer(
+            layer(
                 config.d_model,
                 config.n_heads,
                 config.d_ff,
@@ -163,9 +170,19 @@ class Encoder(nn.Module):
                 config.activation,
                 config.layer_norm_eps,
             )
-            for _ in range(config.n_layers)
+            for _ in range(n_layers)
         )
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+
+
+class Encoder(_Stack):
+    """Embeddings and a stack of N encoder layers (plus a final LayerNorm in pre-LN).
+
+    Shapes: src (B, S) -> memory (B, S, D).
+    """
+
+    def __init__(self, config: TransformerConfig, embeddings: Embeddings | None = None):
+        super().__init__(config, config.src_vocab_size, EncoderLayer, config.n_layers, embeddings)
 
     def forward(
         self,
@@ -190,29 +207,14 @@ class Encoder(nn.Module):
         return x, maps
 
 
-class Decoder(nn.Module):
+class Decoder(_Stack):
     """Embeddings and a stack of N decoder layers (plus a final LayerNorm in pre-LN).
 
     Shapes: tgt (B, T), memory (B, S, D) -> (B, T, D).
     """
 
     def __init__(self, config: TransformerConfig, embeddings: Embeddings | None = None):
-        super().__init__()
-        self.config = config
-        self.embeddings = embeddings or Embeddings(config.tgt_vocab_size, config)
-        self.layers = nn.ModuleList(
-            DecoderLayer(
-                config.d_model,
-                config.n_heads,
-                config.d_ff,
-                config.dropout,
-                config.norm_first,
-                config.activation,
-                config.layer_norm_eps,
-            )
-            for _ in range(config.decoder_layers)
-        )
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        super().__init__(config, config.tgt_vocab_size, DecoderLayer, config.decoder_layers, embeddings)
 
     def forward(
         self,
@@ -284,6 +286,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor, list[Tensor]]:
         """Shapes: src (B, S) -> memory (B, S, D), src_mask (B, 1, 1, S), encoder maps."""
+        check_tokens(src, self.config.src_vocab_size, "src")
         src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         memory, maps = self.encoder(src, src_mask)
         return memory, src_mask, maps
@@ -297,6 +300,11 @@ class Transformer(nn.Module):
         With ``cache`` (see :meth:`new_cache`), ``tgt`` holds only the tokens after the
         cached ones."""
         check_tokens(tgt, self.config.tgt_vocab_size, "tgt")
+        if tgt.size(0) != memory.size(0):
+            raise error(
+                f"src y tgt tienen lotes de tamaño distinto: {memory.size(0)} y {tgt.size(0)}",
+                f"src and tgt batch sizes differ: {memory.size(0)} and {tgt.size(0)}",
+            )
         x, self_maps, cross_maps = self.decoder(tgt, memory, None, src_mask, cache=cache)
         return self.generator(x), self_maps, cross_maps  # (B, T, V)
 
@@ -309,12 +317,6 @@ class Transformer(nn.Module):
         Masks come from the ids: padding (``config.pad_id``) in both, causal in the target.
         With ``return_attention=True`` also returns the :class:`AttentionMaps`.
         """
-        check_tokens(src, self.config.src_vocab_size, "src")
-        if tgt.size(0) != src.size(0):
-            raise error(
-                f"src y tgt tienen lotes de tamaño distinto: {src.size(0)} y {tgt.size(0)}",
-                f"src and tgt batch sizes differ: {src.size(0)} and {tgt.size(0)}",
-            )
         with attention_weights_needed(return_attention):  # no maps asked: the fused kernel
             memory, src_mask, enc_maps = self.encode(src)
             logits, self_maps, cross_maps = self.decode(tgt, memory, src_mask)

@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import causal_mask, fast_attention, masked_softmax
+from .attention import causal_mask, check_heads, fast_attention, masked_softmax
 from .i18n import error
+from .model import check_tokens
 from .positional import sinusoidal_encoding
 
 __all__ = [
@@ -248,18 +249,9 @@ class GroupedQueryAttention(nn.Module):
 
 
 def _check_heads(d_model: int, n_heads: int, n_kv_heads: int) -> None:
-    if d_model <= 0 or n_heads <= 0 or n_kv_heads <= 0:
-        raise error(
-            f"d_model, n_heads y n_kv_heads deben ser positivos, no {d_model}, {n_heads}, {n_kv_heads}",
-            f"d_model, n_heads and n_kv_heads must be positive, got {d_model}, {n_heads}, {n_kv_heads}",
-        )
-    if d_model % n_heads != 0:
-        raise error(
-            f"d_model ({d_model}) debe ser divisible por n_heads ({n_heads}): cada cabeza recibe "
-            "d_model / n_heads dimensiones",
-            f"d_model ({d_model}) must be divisible by n_heads ({n_heads}): each head gets "
-            "d_model / n_heads dimensions",
-        )
+    check_heads(d_model, n_heads)
+    if n_kv_heads <= 0:
+        raise error(f"n_kv_heads debe ser positivo, no {n_kv_heads}", f"n_kv_heads must be positive, got {n_kv_heads}")
     if n_heads % n_kv_heads != 0:
         raise error(
             f"n_heads ({n_heads}) debe ser múltiplo de n_kv_heads ({n_kv_heads}): cada grupo de "
@@ -421,7 +413,7 @@ class ModernTransformer(nn.Module):
         default causal -> logits (B, T, V). With ``return_attention=True`` also the list of
         the (B, H, T, T) attention weights of each block.
         """
-        _check_tokens(tokens, self.config)
+        check_tokens(tokens, self.config.vocab_size, max_len=self.config.max_len)
         T = tokens.size(1)
         if mask is None:
             mask = causal_mask(T, device=tokens.device)  # (1, 1, T, T)
@@ -441,34 +433,6 @@ class ModernTransformer(nn.Module):
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (shared weights counted once)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
-
-
-def _check_tokens(tokens: Tensor, config: ModernConfig) -> None:
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.numel() == 0:
-        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise error(
-            f"tokens debe ser un tensor no vacío de forma (B, T), no {shape}",
-            f"tokens must be a non-empty tensor of shape (B, T), got {shape}",
-        )
-    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-        raise error(
-            f"tokens debe contener ids enteros, no dtype {tokens.dtype}",
-            f"tokens must hold integer ids, got dtype {tokens.dtype}",
-        )
-    if tokens.size(1) > config.max_len:
-        raise error(
-            f"la secuencia tiene {tokens.size(1)} tokens y el modelo admite como mucho max_len = {config.max_len}",
-            f"the sequence has {tokens.size(1)} tokens and the model takes at most max_len = {config.max_len}",
-        )
-    if tokens.is_meta:
-        return
-    lo, hi = int(tokens.min()), int(tokens.max())
-    if lo < 0 or hi >= config.vocab_size:
-        bad = lo if lo < 0 else hi
-        raise error(
-            f"el id de token {bad} está fuera del vocabulario [0, {config.vocab_size})",
-            f"token id {bad} is outside the vocabulary [0, {config.vocab_size})",
-        )
 
 
 # --- weights from transformers' Llama ---------------------------------------------------
