@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from ..i18n import error, say, tr
 from ..model import AttentionMaps
 from .attention import heatmap
-from .style import localise
+from .style import localise, to_numpy
 
 __all__ = [
     "translator_attention",
@@ -262,12 +262,6 @@ def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------- static figures
 
 
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
-
-
 def plot_head_grid(
     maps: Sequence[Tensor],
     keys: Sequence[str],
@@ -396,7 +390,7 @@ def plot_alignment(
     if isinstance(weights, Tensor) and weights.dim() == 2:
         weights, src_tokens, tgt_tokens = [weights], [src_tokens], [tgt_tokens]
         titles = None if titles is None else list(titles)
-    examples = [_numpy(w)[: len(t), : len(s)] for w, s, t in zip(weights, src_tokens, tgt_tokens)]
+    examples = [to_numpy(w)[: len(t), : len(s)] for w, s, t in zip(weights, src_tokens, tgt_tokens)]
     n_ex = len(examples)
     if not n_ex or not (n_ex == len(src_tokens) == len(tgt_tokens)):
         raise error(
@@ -448,7 +442,7 @@ def plot_head_scores(
         vmax: top of the colour scale (default: the largest value).
     """
     panels = [values] if isinstance(values, Tensor) and values.dim() == 2 else list(values)
-    arrays = [_numpy(v) for v in panels]
+    arrays = [to_numpy(v) for v in panels]
     L, H = arrays[0].shape
     ncols = min(ncols, len(arrays))
     nrows = -(-len(arrays) // ncols)
@@ -498,7 +492,7 @@ def plot_score_breakdown(
 
     Shapes: q (Dh,), k (S, Dh).
     """
-    qn, kn = _numpy(q), _numpy(k)
+    qn, kn = to_numpy(q), to_numpy(k)
     if qn.ndim != 1 or kn.ndim != 2 or kn.shape[1] != qn.shape[0]:
         raise error(
             f"se esperaban q (Dh,) y k (S, Dh), no {qn.shape} y {kn.shape}",
