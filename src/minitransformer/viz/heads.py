@@ -26,6 +26,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
+from ..analysis import stack_maps
 from ..i18n import error, say, tr
 from ..model import AttentionMaps
 from .attention import heatmap
@@ -36,8 +37,6 @@ __all__ = [
     "bertviz_arguments",
     "head_view",
     "model_view",
-    "attention_to",
-    "top_heads",
     "plot_head_grid",
     "plot_alignment",
     "plot_head_scores",
@@ -206,59 +205,6 @@ def model_view(
     return bertviz_model_view(**kwargs, display_mode=display_mode, **options)
 
 
-# --------------------------------------------------------------------------- finding heads
-
-
-def _stack(maps: Sequence[Tensor], index: int = 0) -> Tensor:
-    """L maps of shape (B, H, T, S) or (H, T, S) -> one tensor (L, H, T, S)."""
-    out = []
-    for w in maps:
-        if w.dim() == 4:
-            w = w[index]
-        if w.dim() != 3:
-            raise error(
-                f"se esperaban mapas de forma (B, H, T, S) o (H, T, S), no {tuple(w.shape)}",
-                f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}",
-            )
-        out.append(w.detach())
-    if not out:
-        raise error("no se ha dado ningún mapa de atención", "no attention maps given")
-    return torch.stack(out)  # (L, H, T, S)
-
-
-def attention_to(maps: Sequence[Tensor], query: int, keys: int | Sequence[int], index: int = 0) -> Tensor:
-    """How much one query position attends to some key positions, in every layer and head.
-
-    Args:
-        maps: one map per layer, (B, H, T, S) or (H, T, S).
-        query: position of the query token.
-        keys: position (or positions) of the key tokens.
-        index: which example of the batch.
-
-    Shapes: -> (L, H) for one key, (L, H, K) for K keys.
-    """
-    w = _stack(maps, index)  # (L, H, T, S)
-    if isinstance(keys, int):
-        return w[:, :, query, keys]  # (L, H)
-    return w[:, :, query, list(keys)]  # (L, H, K)
-
-
-def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:
-    """The ``k`` (layer, head) pairs with the largest scores, largest first.
-
-    Shapes: scores (L, H). Ties go to the lower layer, then the lower head.
-    """
-    if scores.dim() != 2:
-        raise error(
-            f"scores debe tener forma (L, H), no {tuple(scores.shape)}",
-            f"scores must have shape (L, H), got {tuple(scores.shape)}",
-        )
-    L, H = scores.shape
-    flat = scores.detach().flatten().cpu()
-    order = sorted(range(L * H), key=lambda i: (-float(flat[i]), i))[:k]
-    return [divmod(i, H) for i in order]
-
-
 # --------------------------------------------------------------------------- static figures
 
 
@@ -285,7 +231,7 @@ def plot_head_grid(
         pairs: instead of ``layers`` × ``heads``, these (layer, head) pairs in one row.
     """
     queries = keys if queries is None else queries
-    w = _stack(maps, index)[:, :, : len(queries), : len(keys)]  # (L, H, T, S)
+    w = stack_maps(maps, index)[:, :, : len(queries), : len(keys)]  # (L, H, T, S)
     if pairs is not None:
         grid = [[(layer, head) for layer, head in pairs]]
     else:
