@@ -14,6 +14,7 @@ Dh d_head.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import math
 import os
 from collections.abc import Sequence
@@ -158,51 +159,45 @@ def bertviz_arguments(
     }
 
 
-def head_view(
-    maps: AttentionMaps | Sequence[Tensor],
-    tokens: Sequence[str] | None = None,
-    *,
-    src_tokens: Sequence[str] | None = None,
-    tgt_tokens: Sequence[str] | None = None,
-    index: int = 0,
-    decimals: int | None = 3,
-    **options: Any,
-):
-    """bertviz's head view of our maps (arguments as :func:`bertviz_arguments`).
+# The keyword-only arguments of bertviz_arguments, which head_view and model_view take as well.
+_ARGUMENTS = [p.name for p in inspect.signature(bertviz_arguments).parameters.values() if p.kind is p.KEYWORD_ONLY]
 
-    ``options`` go to ``bertviz.head_view`` (``layer``, ``heads``, ``include_layers``,
-    ``html_action="return"`` for the HTML instead of displaying it...).
+
+def _view(show, maps: AttentionMaps | Sequence[Tensor], tokens: Sequence[str] | None, options: dict[str, Any]):
+    """Call bertviz's ``show`` with our maps: the keywords of :func:`bertviz_arguments` go there,
+    every other keyword goes to ``show``."""
+    ours = {name: options.pop(name) for name in _ARGUMENTS if name in options}
+    return show(**bertviz_arguments(maps, tokens, **ours), **options)
+
+
+def head_view(maps: AttentionMaps | Sequence[Tensor], tokens: Sequence[str] | None = None, **options: Any):
+    """bertviz's head view of our maps.
+
+    ``maps``, ``tokens`` and the keywords ``src_tokens``, ``tgt_tokens``, ``index`` and
+    ``decimals`` are those of :func:`bertviz_arguments`; every other keyword goes to
+    ``bertviz.head_view`` (``layer``, ``heads``, ``include_layers``, ``html_action="return"``
+    for the HTML instead of displaying it...).
     """
     from bertviz import head_view as bertviz_head_view
 
-    kwargs = bertviz_arguments(
-        maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
-    )
-    return bertviz_head_view(**kwargs, **options)
+    return _view(bertviz_head_view, maps, tokens, options)
 
 
 def model_view(
     maps: AttentionMaps | Sequence[Tensor],
     tokens: Sequence[str] | None = None,
     *,
-    src_tokens: Sequence[str] | None = None,
-    tgt_tokens: Sequence[str] | None = None,
-    index: int = 0,
-    decimals: int | None = 3,
     display_mode: str = "light",
     **options: Any,
 ):
     """bertviz's model view (every layer × every head) of our maps.
 
-    Arguments as :func:`head_view`; ``options`` go to ``bertviz.model_view``
+    Arguments as :func:`head_view`; the other keywords go to ``bertviz.model_view``
     (``include_layers``, ``include_heads``, ``html_action``...).
     """
     from bertviz import model_view as bertviz_model_view
 
-    kwargs = bertviz_arguments(
-        maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
-    )
-    return bertviz_model_view(**kwargs, display_mode=display_mode, **options)
+    return _view(bertviz_model_view, maps, tokens, {"display_mode": display_mode, **options})
 
 
 # --------------------------------------------------------------------------- static figures
