@@ -1,6 +1,15 @@
-"""The measurements of a translator's output: kinds of mistakes, accuracy by length."""
+"""The measurements of a model's output: kinds of mistakes, accuracy by length, where heads attend."""
 
-from minitransformer.analysis import accuracy_by_digits, classify_mistake, mistake_kind, mistakes_table
+import torch
+
+from minitransformer.analysis import (
+    accuracy_by_digits,
+    attention_to,
+    classify_mistake,
+    mistake_kind,
+    mistakes_table,
+    top_heads,
+)
 
 
 def test_mistakes_are_classified_word_by_word():
@@ -22,3 +31,18 @@ def test_mistakes_table():
     )
     assert "1 503" in table and "missing “one thousand”" in table and table.splitlines()[0].startswith("number")
     assert mistakes_table([], "es") == "(ningún error)"
+
+
+def test_attention_to_and_top_heads():
+    torch.manual_seed(2)
+    maps = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(4)]  # L=4, H=3
+    stacked = torch.stack([m[0] for m in maps])  # (L, H, T, S)
+    w = attention_to(maps, 2, 4)
+    torch.testing.assert_close(w, stacked[:, :, 2, 4])
+    both = attention_to(maps, 2, [4, 0])
+    assert both.shape == (4, 3, 2)
+    torch.testing.assert_close(both[..., 1], stacked[:, :, 2, 0])
+    top = top_heads(w, 3)
+    values, flat = w.flatten().topk(3)
+    assert top == [divmod(int(i), 3) for i in flat]
+    assert top_heads(torch.tensor([[0.5, 0.9], [0.9, 0.1]]), 2) == [(0, 1), (1, 0)]  # ties: lower layer first

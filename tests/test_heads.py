@@ -1,4 +1,4 @@
-"""bertviz adapters, head finding, static head figures and the offline page (minitransformer.viz.heads)."""
+"""bertviz adapters, static head figures and the offline page (minitransformer.viz.heads)."""
 
 from __future__ import annotations
 
@@ -160,21 +160,6 @@ def test_bertviz_ids_are_sanitised_for_nbval(model, batch):
     assert a != b  # a fresh random id each time ...
     assert pattern.sub("bertviz-ID", a) == pattern.sub("bertviz-ID", b)  # ... and nothing else differs
     assert "bertviz-ID" in pattern.sub("bertviz-ID", a)
-
-
-def test_attention_to_and_top_heads():
-    torch.manual_seed(2)
-    maps = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(4)]  # L=4, H=3
-    stacked = torch.stack([m[0] for m in maps])  # (L, H, T, S)
-    w = heads.attention_to(maps, 2, 4)
-    torch.testing.assert_close(w, stacked[:, :, 2, 4])
-    both = heads.attention_to(maps, 2, [4, 0])
-    assert both.shape == (4, 3, 2)
-    torch.testing.assert_close(both[..., 1], stacked[:, :, 2, 0])
-    top = heads.top_heads(w, 3)
-    values, flat = w.flatten().topk(3)
-    assert top == [divmod(int(i), 3) for i in flat]
-    assert heads.top_heads(torch.tensor([[0.5, 0.9], [0.9, 0.1]]), 2) == [(0, 1), (1, 0)]  # ties: lower layer first
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])

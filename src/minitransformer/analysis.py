@@ -1,12 +1,18 @@
-"""Measurements on what a trained model outputs: the mistakes a translator makes, and its
-accuracy by the length of the number. Plain Python, no figures (``viz`` draws them)."""
+"""Measurements on what a trained model outputs: the mistakes a translator makes, its accuracy
+by the length of the number, and where its attention heads look. No figures (``viz`` draws them).
+
+Letters: L layers, H heads, T query length, S key length, K keys.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from .i18n import integer, tr
+import torch
+from torch import Tensor
+
+from .i18n import error, integer, tr
 
 __all__ = [
     "accuracy_by_digits",
@@ -15,6 +21,9 @@ __all__ = [
     "mistake_kinds_text",
     "MISTAKE_KIND_NAMES",
     "mistakes_table",
+    "stack_maps",
+    "attention_to",
+    "top_heads",
 ]
 
 
@@ -90,3 +99,54 @@ def mistakes_table(mistakes: Sequence[tuple[int, str, str, str]], lang: str = "e
     if len(mistakes) > limit:
         out.append(tr(lang, f"… y {len(mistakes) - limit} más", f"… and {len(mistakes) - limit} more"))
     return "\n".join(out)
+
+
+def stack_maps(maps: Sequence[Tensor], index: int = 0) -> Tensor:
+    """One example's attention maps, every layer in one tensor: L maps of shape (B, H, T, S) or
+    (H, T, S) -> (L, H, T, S)."""
+    out = []
+    for w in maps:
+        if w.dim() == 4:
+            w = w[index]
+        if w.dim() != 3:
+            raise error(
+                f"se esperaban mapas de forma (B, H, T, S) o (H, T, S), no {tuple(w.shape)}",
+                f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}",
+            )
+        out.append(w.detach())
+    if not out:
+        raise error("no se ha dado ningún mapa de atención", "no attention maps given")
+    return torch.stack(out)  # (L, H, T, S)
+
+
+def attention_to(maps: Sequence[Tensor], query: int, keys: int | Sequence[int], index: int = 0) -> Tensor:
+    """How much one query position attends to some key positions, in every layer and head.
+
+    Args:
+        maps: one map per layer, (B, H, T, S) or (H, T, S).
+        query: position of the query token.
+        keys: position (or positions) of the key tokens.
+        index: which example of the batch.
+
+    Shapes: -> (L, H) for one key, (L, H, K) for K keys.
+    """
+    w = stack_maps(maps, index)  # (L, H, T, S)
+    if isinstance(keys, int):
+        return w[:, :, query, keys]  # (L, H)
+    return w[:, :, query, list(keys)]  # (L, H, K)
+
+
+def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:
+    """The ``k`` (layer, head) pairs with the largest scores, largest first.
+
+    Shapes: scores (L, H). Ties go to the lower layer, then the lower head.
+    """
+    if scores.dim() != 2:
+        raise error(
+            f"scores debe tener forma (L, H), no {tuple(scores.shape)}",
+            f"scores must have shape (L, H), got {tuple(scores.shape)}",
+        )
+    L, H = scores.shape
+    flat = scores.detach().flatten().cpu()
+    order = sorted(range(L * H), key=lambda i: (-float(flat[i]), i))[:k]
+    return [divmod(i, H) for i in order]

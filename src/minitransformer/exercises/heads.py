@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..viz.heads import attention_to, top_heads
+from ..analysis import attention_to, top_heads
 from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, type_name
 from .registry import explain
 

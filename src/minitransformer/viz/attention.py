@@ -6,20 +6,13 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..i18n import tr
-from .style import localise
+from .style import localise, to_numpy
 
 __all__ = ["heatmap", "plot_attention", "plot_heads", "plot_mask", "plot_masks", "plot_scaling"]
-
-
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 def _labels_fit(ax: Axes, labels: Sequence[str]) -> bool:
@@ -46,7 +39,7 @@ def heatmap(
     fontsize: float = 9,
 ):
     """Draw one matrix on ``ax`` (rows = queries, columns = keys); returns the image."""
-    m = _numpy(matrix)
+    m = to_numpy(matrix)
     im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     if xlabels is not None:
         ax.set_xticks(range(len(xlabels)), labels=list(xlabels))
@@ -84,7 +77,7 @@ def plot_attention(
     annotate: bool | None = None,
 ) -> Figure:
     """One attention map: weights (T, S), rows = queries, columns = keys."""
-    w = _numpy(weights)
+    w = to_numpy(weights)
     # large enough to read on a projector: about an inch per key and 0.8 inch per query
     size = (min(13.0, max(6.5, 0.95 * w.shape[1] + 3.0)), min(10.0, max(4.8, 0.8 * w.shape[0] + 2.0)))
     fig, ax = plt.subplots(figsize=size, layout="constrained")
@@ -111,7 +104,7 @@ def plot_heads(
     ``titles`` replaces the panels' "head h" titles (e.g. to compare a right and a wrong
     computation side by side); ``annotate`` writes each weight in its cell.
     """
-    w = _numpy(weights)
+    w = to_numpy(weights)
     n_heads = w.shape[0]
     ncols = min(ncols, n_heads)
     nrows = -(-n_heads // ncols)
@@ -151,7 +144,7 @@ def plot_mask(
     ax: Axes | None = None,
 ) -> Figure:
     """A boolean mask (T, S) as a matrix: filled = may attend, empty = blocked."""
-    m = _numpy(mask).astype(bool)
+    m = to_numpy(mask).astype(bool)
     if ax is None:
         size = (max(3.5, 0.5 * m.shape[1] + 2.0), max(3.0, 0.5 * m.shape[0] + 1.2))
         fig, ax = plt.subplots(figsize=size, layout="constrained")
@@ -182,7 +175,7 @@ def plot_masks(
     lang: str = "es",
 ) -> Figure:
     """Several masks (each (T, S), or anything that squeezes to it) side by side."""
-    mats = [_numpy(m).astype(bool) for m in masks]
+    mats = [to_numpy(m).astype(bool) for m in masks]
     mats = [m.reshape(m.shape[-2:]) if m.ndim > 2 else m for m in mats]
     T, S = mats[0].shape
     cell = max(2.8, 0.5 * max(T, S) + 1.4)
@@ -214,8 +207,8 @@ def plot_scaling(
     fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.3), layout="constrained")
     raw_label = tr(lang, r"sin escalar: $q \cdot k$", r"unscaled: $q \cdot k$")
     scaled_label = tr(lang, r"escalado: $q \cdot k / \sqrt{d_k}$", r"scaled: $q \cdot k / \sqrt{d_k}$")
-    left.loglog(d, _numpy(var_raw), "o-", color="C3", label=raw_label)
-    left.loglog(d, _numpy(var_scaled), "s-", color="C0", label=scaled_label)
+    left.loglog(d, to_numpy(var_raw), "o-", color="C3", label=raw_label)
+    left.loglog(d, to_numpy(var_scaled), "s-", color="C0", label=scaled_label)
     left.loglog(
         d, d, ":", color="0.5", lw=2.5, zorder=3, label=tr(lang, "recta: varianza = $d_k$", "line: variance = $d_k$")
     )
@@ -223,8 +216,8 @@ def plot_scaling(
     left.set_ylabel(tr(lang, "varianza de la puntuación", "variance of the score"))
     left.set_title(tr(lang, "La varianza crece con $d_k$", "The variance grows with $d_k$"))
     left.legend(fontsize=10)
-    right.semilogx(d, _numpy(max_raw), "o-", color="C3", label=raw_label)
-    right.semilogx(d, _numpy(max_scaled), "s-", color="C0", label=scaled_label)
+    right.semilogx(d, to_numpy(max_raw), "o-", color="C3", label=raw_label)
+    right.semilogx(d, to_numpy(max_scaled), "s-", color="C0", label=scaled_label)
     right.set_ylim(0.0, 1.05)
     right.set_xlabel("$d_k$")
     right.set_ylabel(tr(lang, "peso máximo de la fila (media)", "largest weight in the row (mean)"))

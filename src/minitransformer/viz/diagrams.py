@@ -236,6 +236,14 @@ def _sublayer_stack(
     return info
 
 
+def _repeated(ax: Axes, cx: float, y0: float, top: float, side: str, gap: float) -> None:
+    """The grey frame around one layer and its "N×" (repeated N times), on the residual's ``side``."""
+    left, right = (0.75, 0.3) if side == "left" else (0.3, 0.75)
+    _frame(ax, cx - _BW / 2 - left, y0 + 0.05, cx + _BW / 2 + right, top + 0.3)
+    x = cx - _BW / 2 - gap if side == "left" else cx + _BW / 2 + gap
+    _text(ax, x, (y0 + top) / 2, "N×", size=FONT + 5, ha="right" if side == "left" else "left")
+
+
 # ---------------------------------------------------------------------------------------
 # the diagrams
 
@@ -291,8 +299,7 @@ def draw_transformer(lang: str = "es") -> Figure:
 
     # encoder
     enc = _encoder_column(ax, ce, y_stack, L)
-    _frame(ax, ce - _BW / 2 - 0.75, y_stack + 0.05, ce + _BW / 2 + 0.3, enc["top"] + 0.3)
-    _text(ax, ce - _BW / 2 - 1.05, (y_stack + enc["top"]) / 2, "N×", size=FONT + 5, ha="right")
+    _repeated(ax, ce, y_stack, enc["top"], "left", gap=1.05)
     _text(ax, ce - _BW / 2 - 0.75, enc["top"] + 0.65, L["encoder"], size=FONT + 1, weight="bold", ha="left")
 
     # decoder
@@ -301,8 +308,7 @@ def draw_transformer(lang: str = "es") -> Figure:
     dec = _decoder_column(ax, cd, y_stack, L, x_memory=x_mem, y_memory=enc_top + 1.25)
     _line(ax, [(ce, enc_top), (ce, enc_top + 1.25), (x_mem, enc_top + 1.25)], arrow=False)
     _text(ax, (ce + x_mem) / 2 + 0.7, enc_top + 1.65, L["enc_out"], size=FONT - 2, style="italic", color=MUTED)
-    _frame(ax, cd - _BW / 2 - 0.3, y_stack + 0.05, cd + _BW / 2 + 0.75, dec["top"] + 0.3)
-    _text(ax, cd + _BW / 2 + 1.05, (y_stack + dec["top"]) / 2, "N×", size=FONT + 5, ha="left")
+    _repeated(ax, cd, y_stack, dec["top"], "right", gap=1.05)
     _text(ax, cd - _BW / 2 - 0.3, dec["top"] + 0.65, L["decoder"], size=FONT + 1, weight="bold", ha="left")
 
     # output head
@@ -317,41 +323,37 @@ def draw_transformer(lang: str = "es") -> Figure:
     return localise(fig, lang)
 
 
+def _one_layer(
+    lang: str, draw, *, size: tuple[float, float], scale: float, cx: float, x: str, length: str, side: str
+) -> Figure:
+    """One layer, drawn by ``draw(ax, cx, y0, labels)`` (which returns its top), between its input
+    ``x`` and its output, both (B, ``length``, d_model); the frame and "N×" on the residual's ``side``."""
+    fig, ax = _canvas(*size, scale=scale)
+    y0 = 1.2
+    shape = f"(B, {length}, d_model)"
+    _text(ax, cx, 0.45, tr(lang, f"entrada ${x}$  {shape}", f"input ${x}$  {shape}"), size=FONT)
+    _line(ax, [(cx, 0.75), (cx, y0)], arrow=False)
+    top = draw(ax, cx, y0, _labels(lang))
+    _repeated(ax, cx, y0, top, side, gap=1.0)
+    _line(ax, [(cx, top), (cx, top + 1.0)])
+    _text(ax, cx, top + 1.3, tr(lang, f"salida  {shape}", f"output  {shape}"), size=FONT)
+    return localise(fig, lang)
+
+
 def draw_encoder_block(lang: str = "es") -> Figure:
     """One encoder layer: self-attention and feed-forward, each with add & norm."""
-    L = _labels(lang)
-    W, H = 9.6, 9.3
-    fig, ax = _canvas(W, H, scale=0.7)
-    cx, y0 = 5.1, 1.2
-    _text(ax, cx, 0.45, tr(lang, "entrada $x$  (B, S, d_model)", "input $x$  (B, S, d_model)"), size=FONT)
-    _line(ax, [(cx, 0.75), (cx, y0)], arrow=False)
-    info = _encoder_column(ax, cx, y0, L, qkv=True)
-    _frame(ax, cx - _BW / 2 - 0.75, y0 + 0.05, cx + _BW / 2 + 0.3, info["top"] + 0.3)
-    _text(ax, cx - _BW / 2 - 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="right")
-    _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])
-    _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, S, d_model)", "output  (B, S, d_model)"), size=FONT)
-    return localise(fig, lang)
+    draw = lambda ax, cx, y0, L: _encoder_column(ax, cx, y0, L, qkv=True)["top"]  # noqa: E731
+    return _one_layer(lang, draw, size=(9.6, 9.3), scale=0.7, cx=5.1, x="x", length="S", side="left")
 
 
 def draw_decoder_block(lang: str = "es") -> Figure:
     """One decoder layer: masked self-attention, cross-attention over the encoder output, feed-forward."""
-    L = _labels(lang)
-    W, H = 11.4, 12.3
-    fig, ax = _canvas(W, H, scale=0.66)
-    cx, y0 = 6.6, 1.2
-    _text(ax, cx, 0.45, tr(lang, "entrada $y$  (B, T, d_model)", "input $y$  (B, T, d_model)"), size=FONT)
-    _line(ax, [(cx, 0.75), (cx, y0)], arrow=False)
-    x_mem = 2.05
-    info = _decoder_column(ax, cx, y0, L, x_memory=x_mem, y_memory=1.75, qkv=True)
-    _text(
-        ax,
-        x_mem,
-        1.1,
-        tr(lang, "salida del codificador\n(B, S, d_model)", "encoder output\n(B, S, d_model)"),
-        size=FONT - 1,
-    )
-    _frame(ax, cx - _BW / 2 - 0.3, y0 + 0.05, cx + _BW / 2 + 0.75, info["top"] + 0.3)
-    _text(ax, cx + _BW / 2 + 1.0, (y0 + info["top"]) / 2, "N×", size=FONT + 5, ha="left")
-    _line(ax, [(cx, info["top"]), (cx, info["top"] + 1.0)])
-    _text(ax, cx, info["top"] + 1.3, tr(lang, "salida  (B, T, d_model)", "output  (B, T, d_model)"), size=FONT)
-    return fig
+
+    def draw(ax: Axes, cx: float, y0: float, L: dict[str, str]) -> float:
+        x_mem = 2.05
+        top = _decoder_column(ax, cx, y0, L, x_memory=x_mem, y_memory=1.75, qkv=True)["top"]
+        memory = tr(lang, "salida del codificador\n(B, S, d_model)", "encoder output\n(B, S, d_model)")
+        _text(ax, x_mem, 1.1, memory, size=FONT - 1)
+        return top
+
+    return _one_layer(lang, draw, size=(11.4, 12.3), scale=0.66, cx=6.6, x="y", length="T", side="right")

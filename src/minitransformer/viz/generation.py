@@ -7,19 +7,13 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..i18n import tr
+from .style import to_numpy
 
 __all__ = ["plot_next_token", "plot_validity_diversity", "plot_step_times"]
-
-
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 def _decimal_axis(axis, lang: str) -> None:
@@ -42,7 +36,7 @@ def plot_next_token(
             orders the tokens (its ``top`` most likely are shown in every panel).
         tokens: the vocabulary's tokens, in id order.
     """
-    items = [(label, _numpy(p)) for label, p in distributions.items()]
+    items = [(label, to_numpy(p)) for label, p in distributions.items()]
     order = np.argsort(-items[0][1], kind="stable")[:top]
     n = len(items)
     cols = min(n, 3)
@@ -114,7 +108,7 @@ def plot_step_times(
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     x = np.asarray(lengths)
     for label, t in times.items():
-        ax.plot(x, _numpy(t) * 1000, lw=2, label=label)
+        ax.plot(x, to_numpy(t) * 1000, lw=2, label=label)
     ax.set_xlabel(tr(lang, "longitud de la secuencia (tokens)", "sequence length (tokens)"))
     ax.set_ylabel(tr(lang, "ms por token generado", "ms per generated token"))
     ax.set_ylim(bottom=0)

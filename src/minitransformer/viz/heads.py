@@ -14,6 +14,7 @@ Dh d_head.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import math
 import os
 from collections.abc import Sequence
@@ -26,18 +27,17 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
+from ..analysis import stack_maps
 from ..i18n import error, say, tr
 from ..model import AttentionMaps
 from .attention import heatmap
-from .style import localise
+from .style import localise, to_numpy
 
 __all__ = [
     "translator_attention",
     "bertviz_arguments",
     "head_view",
     "model_view",
-    "attention_to",
-    "top_heads",
     "plot_head_grid",
     "plot_alignment",
     "plot_head_scores",
@@ -159,113 +159,48 @@ def bertviz_arguments(
     }
 
 
-def head_view(
-    maps: AttentionMaps | Sequence[Tensor],
-    tokens: Sequence[str] | None = None,
-    *,
-    src_tokens: Sequence[str] | None = None,
-    tgt_tokens: Sequence[str] | None = None,
-    index: int = 0,
-    decimals: int | None = 3,
-    **options: Any,
-):
-    """bertviz's head view of our maps (arguments as :func:`bertviz_arguments`).
+# The keyword-only arguments of bertviz_arguments, which head_view and model_view take as well.
+_ARGUMENTS = [p.name for p in inspect.signature(bertviz_arguments).parameters.values() if p.kind is p.KEYWORD_ONLY]
 
-    ``options`` go to ``bertviz.head_view`` (``layer``, ``heads``, ``include_layers``,
-    ``html_action="return"`` for the HTML instead of displaying it...).
+
+def _view(show, maps: AttentionMaps | Sequence[Tensor], tokens: Sequence[str] | None, options: dict[str, Any]):
+    """Call bertviz's ``show`` with our maps: the keywords of :func:`bertviz_arguments` go there,
+    every other keyword goes to ``show``."""
+    ours = {name: options.pop(name) for name in _ARGUMENTS if name in options}
+    return show(**bertviz_arguments(maps, tokens, **ours), **options)
+
+
+def head_view(maps: AttentionMaps | Sequence[Tensor], tokens: Sequence[str] | None = None, **options: Any):
+    """bertviz's head view of our maps.
+
+    ``maps``, ``tokens`` and the keywords ``src_tokens``, ``tgt_tokens``, ``index`` and
+    ``decimals`` are those of :func:`bertviz_arguments`; every other keyword goes to
+    ``bertviz.head_view`` (``layer``, ``heads``, ``include_layers``, ``html_action="return"``
+    for the HTML instead of displaying it...).
     """
     from bertviz import head_view as bertviz_head_view
 
-    kwargs = bertviz_arguments(
-        maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
-    )
-    return bertviz_head_view(**kwargs, **options)
+    return _view(bertviz_head_view, maps, tokens, options)
 
 
 def model_view(
     maps: AttentionMaps | Sequence[Tensor],
     tokens: Sequence[str] | None = None,
     *,
-    src_tokens: Sequence[str] | None = None,
-    tgt_tokens: Sequence[str] | None = None,
-    index: int = 0,
-    decimals: int | None = 3,
     display_mode: str = "light",
     **options: Any,
 ):
     """bertviz's model view (every layer × every head) of our maps.
 
-    Arguments as :func:`head_view`; ``options`` go to ``bertviz.model_view``
+    Arguments as :func:`head_view`; the other keywords go to ``bertviz.model_view``
     (``include_layers``, ``include_heads``, ``html_action``...).
     """
     from bertviz import model_view as bertviz_model_view
 
-    kwargs = bertviz_arguments(
-        maps, tokens, src_tokens=src_tokens, tgt_tokens=tgt_tokens, index=index, decimals=decimals
-    )
-    return bertviz_model_view(**kwargs, display_mode=display_mode, **options)
-
-
-# --------------------------------------------------------------------------- finding heads
-
-
-def _stack(maps: Sequence[Tensor], index: int = 0) -> Tensor:
-    """L maps of shape (B, H, T, S) or (H, T, S) -> one tensor (L, H, T, S)."""
-    out = []
-    for w in maps:
-        if w.dim() == 4:
-            w = w[index]
-        if w.dim() != 3:
-            raise error(
-                f"se esperaban mapas de forma (B, H, T, S) o (H, T, S), no {tuple(w.shape)}",
-                f"expected maps of shape (B, H, T, S) or (H, T, S), got {tuple(w.shape)}",
-            )
-        out.append(w.detach())
-    if not out:
-        raise error("no se ha dado ningún mapa de atención", "no attention maps given")
-    return torch.stack(out)  # (L, H, T, S)
-
-
-def attention_to(maps: Sequence[Tensor], query: int, keys: int | Sequence[int], index: int = 0) -> Tensor:
-    """How much one query position attends to some key positions, in every layer and head.
-
-    Args:
-        maps: one map per layer, (B, H, T, S) or (H, T, S).
-        query: position of the query token.
-        keys: position (or positions) of the key tokens.
-        index: which example of the batch.
-
-    Shapes: -> (L, H) for one key, (L, H, K) for K keys.
-    """
-    w = _stack(maps, index)  # (L, H, T, S)
-    if isinstance(keys, int):
-        return w[:, :, query, keys]  # (L, H)
-    return w[:, :, query, list(keys)]  # (L, H, K)
-
-
-def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:
-    """The ``k`` (layer, head) pairs with the largest scores, largest first.
-
-    Shapes: scores (L, H). Ties go to the lower layer, then the lower head.
-    """
-    if scores.dim() != 2:
-        raise error(
-            f"scores debe tener forma (L, H), no {tuple(scores.shape)}",
-            f"scores must have shape (L, H), got {tuple(scores.shape)}",
-        )
-    L, H = scores.shape
-    flat = scores.detach().flatten().cpu()
-    order = sorted(range(L * H), key=lambda i: (-float(flat[i]), i))[:k]
-    return [divmod(i, H) for i in order]
+    return _view(bertviz_model_view, maps, tokens, {"display_mode": display_mode, **options})
 
 
 # --------------------------------------------------------------------------- static figures
-
-
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 def plot_head_grid(
@@ -291,7 +226,7 @@ def plot_head_grid(
         pairs: instead of ``layers`` × ``heads``, these (layer, head) pairs in one row.
     """
     queries = keys if queries is None else queries
-    w = _stack(maps, index)[:, :, : len(queries), : len(keys)]  # (L, H, T, S)
+    w = stack_maps(maps, index)[:, :, : len(queries), : len(keys)]  # (L, H, T, S)
     if pairs is not None:
         grid = [[(layer, head) for layer, head in pairs]]
     else:
@@ -396,7 +331,7 @@ def plot_alignment(
     if isinstance(weights, Tensor) and weights.dim() == 2:
         weights, src_tokens, tgt_tokens = [weights], [src_tokens], [tgt_tokens]
         titles = None if titles is None else list(titles)
-    examples = [_numpy(w)[: len(t), : len(s)] for w, s, t in zip(weights, src_tokens, tgt_tokens)]
+    examples = [to_numpy(w)[: len(t), : len(s)] for w, s, t in zip(weights, src_tokens, tgt_tokens)]
     n_ex = len(examples)
     if not n_ex or not (n_ex == len(src_tokens) == len(tgt_tokens)):
         raise error(
@@ -448,7 +383,7 @@ def plot_head_scores(
         vmax: top of the colour scale (default: the largest value).
     """
     panels = [values] if isinstance(values, Tensor) and values.dim() == 2 else list(values)
-    arrays = [_numpy(v) for v in panels]
+    arrays = [to_numpy(v) for v in panels]
     L, H = arrays[0].shape
     ncols = min(ncols, len(arrays))
     nrows = -(-len(arrays) // ncols)
@@ -498,7 +433,7 @@ def plot_score_breakdown(
 
     Shapes: q (Dh,), k (S, Dh).
     """
-    qn, kn = _numpy(q), _numpy(k)
+    qn, kn = to_numpy(q), to_numpy(k)
     if qn.ndim != 1 or kn.ndim != 2 or kn.shape[1] != qn.shape[0]:
         raise error(
             f"se esperaban q (Dh,) y k (S, Dh), no {qn.shape} y {kn.shape}",

@@ -6,19 +6,12 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 
 from ..i18n import tr
-from .style import localise
+from .style import localise, to_numpy
 
 __all__ = ["plot_layer_norm", "plot_activations", "plot_depth_scale"]
-
-
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 def plot_layer_norm(before, after, labels: Sequence[str] | None = None, lang: str = "es") -> Figure:
@@ -27,7 +20,7 @@ def plot_layer_norm(before, after, labels: Sequence[str] | None = None, lang: st
     Shapes: before and after (N, D): one row of dots per token, one dot per feature; the
     bar marks each token's mean and its extent ±1 standard deviation.
     """
-    b, a = _numpy(before), _numpy(after)
+    b, a = to_numpy(before), to_numpy(after)
     n = b.shape[0]
     labels = list(labels) if labels is not None else [f"token {i}" for i in range(n)]
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 1.5 + 0.9 * n), sharey=True, layout="constrained")
@@ -59,10 +52,10 @@ def plot_layer_norm(before, after, labels: Sequence[str] | None = None, lang: st
 
 def plot_activations(x, curves: dict[str, object], lang: str = "es") -> Figure:
     """Activation functions over the same inputs. Shapes: x (N,), each curve (N,)."""
-    xs = _numpy(x)
+    xs = to_numpy(x)
     fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
     for i, (name, y) in enumerate(curves.items()):
-        ax.plot(xs, _numpy(y), lw=2.5, color=f"C{i}", label=name, ls="-" if i == 0 else "--")
+        ax.plot(xs, to_numpy(y), lw=2.5, color=f"C{i}", label=name, ls="-" if i == 0 else "--")
     ax.axhline(0.0, color="0.6", lw=1)
     ax.axvline(0.0, color="0.6", lw=1)
     ax.set_xlabel("x")
@@ -78,7 +71,7 @@ def plot_depth_scale(post_ln, pre_ln, lang: str = "es") -> Figure:
 
     Shapes: post_ln and pre_ln (N,), one value per layer (layer 1 first).
     """
-    post, pre = _numpy(post_ln), _numpy(pre_ln)
+    post, pre = to_numpy(post_ln), to_numpy(pre_ln)
     layers = np.arange(1, len(post) + 1)
     fig, ax = plt.subplots(figsize=(7.0, 4.3), layout="constrained")
     ax.plot(layers, post, "o-", color="C0", label=tr(lang, "post-LN (el artículo, BERT)", "post-LN (the paper, BERT)"))

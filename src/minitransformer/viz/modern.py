@@ -6,19 +6,13 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ..i18n import check_lang, tr
+from .style import to_numpy
 
 __all__ = ["plot_rope_scores", "plot_attention_cost", "plot_ablation"]
-
-
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 def _decimal(lang: str) -> FuncFormatter:
@@ -34,7 +28,7 @@ def _decimal(lang: str) -> FuncFormatter:
 def plot_rope_scores(scores, lang: str = "es", title: str | None = None) -> Figure:
     """q_m · k_n for every query position m (rows) and key position n (columns): scores (T, T)."""
     check_lang(lang)
-    m = _numpy(scores)
+    m = to_numpy(scores)
     fig, ax = plt.subplots(figsize=(6.5, 5.5), layout="constrained")
     vmax = float(np.abs(m).max())
     im = ax.imshow(m, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
@@ -76,9 +70,9 @@ def plot_attention_cost(
     ]
     for ax, curves, ylabel, title in panels:
         for label, ys in curves.items():
-            ax.plot(T, _numpy(ys), "o-", lw=2, label=label)
+            ax.plot(T, to_numpy(ys), "o-", lw=2, label=label)
         if curves is times:
-            first = _numpy(next(iter(curves.values())))
+            first = to_numpy(next(iter(curves.values())))
             ax.plot(T, first[-1] * (T / T[-1]) ** 2, "--", color="grey", label="∝ $T^2$")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -108,7 +102,7 @@ def plot_ablation(
     means = [float(np.mean(results[n])) for n in names]
     ax.barh(y, means, color="#9ecae1", height=0.6)
     for yi, n in zip(y, names):
-        values = _numpy(results[n])
+        values = to_numpy(results[n])
         ax.plot(values, np.full(len(values), yi), "o", color="#08519c", ms=5)
     ax.set_yticks(y, [labels.get(n, n) for n in names])
     ax.set_xscale("log")

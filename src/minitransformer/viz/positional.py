@@ -6,13 +6,12 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..i18n import check_lang, tr
 from .attention import heatmap
-from .style import localise
+from .style import localise, to_numpy
 
 __all__ = [
     "plot_encoding",
@@ -23,12 +22,6 @@ __all__ = [
     "plot_rotation_matrix",
     "plot_permuted_attention",
 ]
-
-
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 def _encoding_on(ax: Axes, table: np.ndarray, lang: str, title: str | None, vmax: float):
@@ -51,7 +44,7 @@ def _matrix_on(ax: Axes, m: np.ndarray, vmin: float | None, vmax: float | None):
 def plot_encoding(pe, lang: str = "es", title: str | None = None) -> Figure:
     """A positional table as a heatmap: pe (T, D), one row per position."""
     check_lang(lang)
-    table = _numpy(pe)
+    table = to_numpy(pe)
     fig, ax = plt.subplots(figsize=(9.0, 5.0), layout="constrained")
     vmax = max(1.0, float(np.abs(table).max()))
     im = _encoding_on(
@@ -70,7 +63,7 @@ def plot_encoding(pe, lang: str = "es", title: str | None = None) -> Figure:
 def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es", shared_scale: bool = True) -> Figure:
     """Several positional tables side by side: each (T, D)."""
     check_lang(lang)
-    arrays = [_numpy(t) for t in tables]
+    arrays = [to_numpy(t) for t in tables]
     fig, axes = plt.subplots(
         1, len(arrays), figsize=(5.6 * len(arrays) + 0.8, 4.8), squeeze=False, layout="constrained"
     )
@@ -88,7 +81,7 @@ def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es", sh
 def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = None) -> Figure:
     """Chosen columns of a positional table against the position: pe (T, D)."""
     check_lang(lang)
-    table = _numpy(pe)
+    table = to_numpy(pe)
     positions = np.arange(table.shape[0])
     fig, ax = plt.subplots(figsize=(10.0, 4.6), layout="constrained")
     for d in dims:
@@ -113,7 +106,7 @@ def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = No
 def plot_similarity(sim, lang: str = "es", row: int | None = None, title: str | None = None) -> Figure:
     """Similarity between positions, sim (T, T); with ``row``, also that row as a curve."""
     check_lang(lang)
-    m = _numpy(sim)
+    m = to_numpy(sim)
     ncols = 1 if row is None else 2
     fig, axes = plt.subplots(1, ncols, figsize=(6.4 * ncols, 5.2), squeeze=False, layout="constrained")
     ax = axes[0, 0]
@@ -138,7 +131,7 @@ def plot_similarities(
 ) -> Figure:
     """Several similarity matrices side by side, on one colour scale: each (T, T)."""
     check_lang(lang)
-    arrays = [_numpy(m) for m in matrices]
+    arrays = [to_numpy(m) for m in matrices]
     lo = min(float(a.min()) for a in arrays) if vmin is None else vmin
     hi = max(float(a.max()) for a in arrays) if vmax is None else vmax
     fig, axes = plt.subplots(
@@ -156,7 +149,7 @@ def plot_similarities(
 def plot_rotation_matrix(m, lang: str = "es", title: str | None = None) -> Figure:
     """A (small) square matrix with its values written in the cells, e.g. the shift M_k."""
     check_lang(lang)
-    a = _numpy(m)
+    a = to_numpy(m)
     size = 0.62 * a.shape[0] + 1.8
     fig, ax = plt.subplots(figsize=(size + 1.0, size), layout="constrained")
     im = ax.imshow(a, cmap="RdBu_r", vmin=-1.0, vmax=1.0)
@@ -186,7 +179,7 @@ def plot_permuted_attention(
 ) -> Figure:
     """Attention weights of a sentence and of its permutation, side by side: each (T, T)."""
     check_lang(lang)
-    pairs = [(_numpy(weights), list(tokens)), (_numpy(weights_perm), list(tokens_perm))]
+    pairs = [(to_numpy(weights), list(tokens)), (to_numpy(weights_perm), list(tokens_perm))]
     n = len(pairs[0][1])
     cell = 0.75 * n + 1.6
     fig, axes = plt.subplots(1, 2, figsize=(2 * cell + 1.2, cell), layout="constrained")

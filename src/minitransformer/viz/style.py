@@ -1,15 +1,25 @@
-"""Numbers in figures the reader's way (decimal comma in Spanish). The figure style itself
-is ``runtime.FIGURE_STYLE``."""
+"""What every figure shares: numbers the reader's way (decimal comma in Spanish) and the
+arrays it draws (:func:`to_numpy`). The figure style itself is ``runtime.FIGURE_STYLE``."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
+import torch
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import Formatter
 
 from ..i18n import check_lang
+
+
+def to_numpy(x) -> np.ndarray:
+    """A tensor (detached, on the CPU) or anything array-like, as a float NumPy array."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
 
 _NUMBER = re.compile(r"(\d)\.(\d)")
 

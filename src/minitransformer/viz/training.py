@@ -8,24 +8,17 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 
 from ..analysis import accuracy_by_digits
 from ..i18n import tr
-from .style import localise
+from .style import localise, to_numpy
 
 __all__ = [
     "plot_lr_schedule",
     "plot_losses",
     "plot_accuracy_by_digits",
 ]
-
-
-def _numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=float)
 
 
 def plot_lr_schedule(
@@ -42,7 +35,7 @@ def plot_lr_schedule(
     """
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     for label, lrs in curves.items():
-        y = _numpy(lrs)
+        y = to_numpy(lrs)
         steps = np.arange(1, len(y) + 1)
         (line,) = ax.plot(steps, y, label=label, lw=2)
         if peaks and label in peaks:
@@ -83,14 +76,14 @@ def plot_losses(
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (label, losses) in enumerate(curves.items()):
-        y, c = _numpy(losses), colors[i % len(colors)]
+        y, c = to_numpy(losses), colors[i % len(colors)]
         steps = np.arange(1, len(y) + 1)
         ax.plot(steps, y, color=c, alpha=0.25, lw=1)
         m = _running_mean(y, smooth)
         ax.plot(np.arange(len(y) - len(m) + 1, len(y) + 1), m, color=c, lw=2, label=label)
     for j, (label, (steps, losses)) in enumerate((val or {}).items()):
         c = colors[(len(curves) + j) % len(colors)]
-        ax.plot(list(steps), _numpy(losses), "o-", color=c, ms=4, lw=1.2, label=label)
+        ax.plot(list(steps), to_numpy(losses), "o-", color=c, ms=4, lw=1.2, label=label)
     for label, value in (hlines or {}).items():
         ax.axhline(value, ls="--", color="0.35", lw=1.5)
         ax.annotate(
