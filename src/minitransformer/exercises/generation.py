@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..sampling import top_k_filter, top_p_filter
-from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet
+from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet, num
 from .registry import explain
 
 __all__ = [
@@ -259,7 +259,7 @@ def check_top_p(fn, lang: str = "es") -> Feedback:
         wrong = _removed_wrongly(lang, got, logits, want)
         if wrong is not None:
             return wrong
-        p_es = f"{p:g}".replace(".", ",")  # a decimal comma in Spanish
+        p_es = num("es", p, 6)  # a decimal comma in Spanish; the English text writes p as Python does
         probs = torch.softmax(logits.double(), dim=-1)
         mass = (probs * kept).sum(dim=-1)
         if bool((kept.sum(dim=-1) == 0).any()):
