@@ -353,3 +353,49 @@ def test_input_of_the_wrong_width():
     mha = MultiHeadAttention(D, H)
     with pytest.raises(ValueError, match="d_model"):
         mha(torch.randn(2, 5, D + 1), torch.randn(2, 5, D), torch.randn(2, 5, D))
+
+
+# ---------------------------------------------------------------- one attention, two kernels
+
+
+def test_multi_head_attention_calls_the_function(monkeypatch):
+    """Attention is written once: the module's weights are those of scaled_dot_product_attention."""
+    import minitransformer.attention as attention
+
+    calls = []
+    original = attention.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "scaled_dot_product_attention", spy)
+    torch.manual_seed(13)
+    mha = MultiHeadAttention(D, H).eval()
+    x = torch.randn(2, 5, D)
+    out, weights = mha(x, x, x, causal_mask(5))
+    assert calls == [torch.Size((2, H, 5, D // H))]
+    assert weights.shape == (2, H, 5, 5)
+    with attention.attention_weights_needed(False):
+        fast, none = mha(x, x, x, causal_mask(5))
+    assert none is None and len(calls) == 1  # the fused kernel, not the function
+    assert_close(fast, out, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_at_inference_equals_training_projections(bias):
+    """Without gradients, self-attention projects q, k and v in one product: same result."""
+    torch.manual_seed(14)
+    mha = MultiHeadAttention(D, H, bias=bias).eval()
+    x = torch.randn(3, 7, D)
+    mask = padding_mask(make_tokens([7, 4, 1], 7), PAD)
+    with torch.no_grad():
+        fused, w_fused = mha(x, x, x, mask)
+    separate, w_separate = mha(x, x, x, mask)  # gradients on: three products
+    assert separate.requires_grad
+    assert_close(fused, separate.detach(), atol=1e-6, rtol=1e-5)
+    assert_close(w_fused, w_separate.detach(), atol=1e-6, rtol=1e-5)
+    y = torch.randn(3, 4, D)  # cross-attention (key is not query) is unchanged
+    with torch.no_grad():
+        cross, _ = mha(y, x, x, mask)
+    assert_close(cross, mha(y, x, x, mask)[0].detach(), atol=1e-6, rtol=1e-5)

@@ -328,3 +328,31 @@ def test_token_embeddings_start_at_the_scale_the_sqrt_d_model_factor_assumes():
         assert 0.68 < ratio < 0.73
     w = model.encoder.layers[0].self_attn.W_q.weight  # other matrices keep Xavier's bound
     assert w.abs().max() <= math.sqrt(6 / (w.size(0) + w.size(1))) + 1e-6
+
+
+def test_token_ids_are_checked_once_per_input_per_forward(monkeypatch):
+    """Each check reads the ids back (a GPU synchronisation): one per input tensor."""
+    import minitransformer.gpt as gpt
+    import minitransformer.model as model_module
+    import minitransformer.modern as modern
+
+    checked = []
+
+    def counting(tokens, vocab_size, name="tokens", **kwargs):
+        checked.append(name)
+
+    for module in (model_module, gpt, modern):
+        monkeypatch.setattr(module, "check_tokens", counting)
+    src, tgt = src_tgt(14)
+    model()(src, tgt)
+    assert checked == ["src", "tgt"]
+    checked.clear()
+    model()(src, tgt, return_attention=True)
+    assert checked == ["src", "tgt"]
+    checked.clear()
+    tokens = torch.randint(0, 11, (2, 6))
+    gpt.GPT(gpt.GPTConfig(vocab_size=11, max_len=8, d_model=16, n_heads=2, n_layers=2, d_ff=32))(tokens)
+    assert checked == ["tokens"]
+    checked.clear()
+    modern.ModernTransformer(modern.ModernConfig(vocab_size=11, d_model=16, n_heads=2, n_layers=2, d_ff=32))(tokens)
+    assert checked == ["tokens"]

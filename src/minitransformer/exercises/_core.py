@@ -15,10 +15,12 @@ import contextlib
 import functools
 import inspect
 import os
+import pkgutil
 import re
 import sysconfig
 import textwrap
 import traceback
+import types
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,23 +33,27 @@ from ..i18n import tr
 __all__ = [
     "COMMON_HINTS",
     "Feedback",
+    "ForbiddenTool",
     "Hints",
     "Unfinished",
     "attempt",
     "checker",
     "close",
     "correct",
+    "dtype_name",
     "first_match",
     "forbid",
     "loops_in",
     "name_mistake",
-    "sentence",
-    "wrong_shape",
     "not_a_tensor",
     "not_yet",
     "num",
+    "randn",
+    "sentence",
     "stop",
     "tensor",
+    "type_name",
+    "wrong_shape",
 ]
 
 
@@ -96,10 +102,13 @@ class Hints(dict):
         return not_yet(lang, es.format(**fields), en.format(**fields))
 
 
-# Hints that several modules share, (Spanish, English); kept for modules that merge them.
+# Hints that several modules share, (Spanish, English); a module's HINTS merge them.
 COMMON_HINTS: dict[str, tuple[str, str]] = {
-    "not_tensor": ("tu función debe devolver un tensor de PyTorch.", "your function must return a PyTorch tensor."),
     "nan": ("el resultado contiene NaN o infinitos.", "the result contains NaN or infinite values."),
+    "shape": (
+        "la salida tiene forma {got} y debería tener {expected}",
+        "the output has shape {got} and should have {expected}",
+    ),
 }
 
 
@@ -129,6 +138,16 @@ def type_name(x: Any) -> str:
     return "None" if x is None else type(x).__name__
 
 
+def dtype_name(x: Tensor) -> str:
+    """``"int64"`` for a tensor of ``torch.int64``."""
+    return str(x.dtype).removeprefix("torch.")
+
+
+def randn(*shape: int, seed: int) -> Tensor:
+    """A case of normal numbers from its own seed (the notebook's random state is left alone)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
 def not_a_tensor(lang: str, got: Any) -> Feedback:
     """The one "not a tensor" reply, naming what the answer is instead."""
     return not_yet(
@@ -138,10 +157,14 @@ def not_a_tensor(lang: str, got: Any) -> Feedback:
     )
 
 
-def tensor(lang: str, x: Any) -> Tensor:
-    """The student's answer as a detached CPU tensor; anything else stops the check."""
+def tensor(lang: str, x: Any, shape: tuple[int, ...] | None = None, es: str = "", en: str = "") -> Tensor:
+    """The student's answer as a detached CPU tensor; anything else stops the check, and so does
+    a tensor of another ``shape`` when one is given (``es``/``en``: an optional reason, as in
+    :func:`wrong_shape`)."""
     if not isinstance(x, Tensor):
         raise stop(not_a_tensor(lang, x))
+    if shape is not None and tuple(x.shape) != tuple(shape):
+        raise stop(wrong_shape(lang, x, shape, es, en))
     return x.detach().cpu()
 
 
@@ -176,11 +199,9 @@ def name_mistake(lang: str, got: Any, mistakes: Iterable[tuple[Tensor, str, str]
 def wrong_shape(lang: str, got: Tensor, want: tuple[int, ...], es: str = "", en: str = "") -> Feedback:
     """The one "wrong shape" reply, with an optional reason."""
     end = "" if es.endswith("?") else "."
-    return not_yet(
-        lang,
-        f"la salida tiene forma {tuple(got.shape)} y debería tener {tuple(want)}{es}{end}",
-        f"the output has shape {tuple(got.shape)} and should have {tuple(want)}{en}{end}",
-    )
+    shapes = {"got": tuple(got.shape), "expected": tuple(want)}
+    said_es, said_en = COMMON_HINTS["shape"]
+    return not_yet(lang, said_es.format(**shapes) + es + end, said_en.format(**shapes) + en + end)
 
 
 # --------------------------------------------------------------------------- running the student's code
@@ -381,43 +402,54 @@ def attempt(lang: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
 # --------------------------------------------------------------------------- what a statement forbids
 
 
-def _resolve(path: str) -> tuple[Any, str]:
-    """``"torch.nn.functional.softmax"`` -> (the module ``torch.nn.functional``, ``"softmax"``)."""
-    owner_path, _, attr = path.rpartition(".")
-    owner: Any = torch
-    for part in owner_path.split(".")[1:]:
-        owner = getattr(owner, part)
-    return owner, attr
+def _blocked(name: str, es: str, en: str) -> types.FunctionType:
+    """A function that raises ``ForbiddenTool(name, es, en)``. Its code reaches this module through an
+    import, so it does so too as the code of another module's function (whose globals it runs with)."""
+    namespace: dict[str, Any] = {}
+    exec(
+        "def blocked(*args, **kwargs):\n"
+        f"    raise __import__({__name__!r}, fromlist=['_']).ForbiddenTool({name!r}, {es!r}, {en!r})\n",
+        namespace,
+    )
+    return namespace["blocked"]
 
 
 @contextlib.contextmanager
-def forbid(tools: Iterable[str], es: str, en: str) -> Iterator[None]:
-    """Switch off PyTorch ``tools`` (dotted paths) while the block runs the student's code.
+def forbid(tools: Iterable[str | tuple[str, str]], es: str, en: str) -> Iterator[None]:
+    """Switch off ``tools`` while the block runs the student's code.
 
-    Using one raises :class:`ForbiddenTool`, which :func:`attempt` turns into a "not yet"
-    that names the tool and says why (``es``/``en``). Run only the student's code inside.
+    A tool is a dotted path (``"torch.nn.functional.softmax"``, ``"minitransformer.modern.apply_rope"``)
+    or a pair (path, the name the message shows); by default the message shows the path, with ``F.``
+    and ``nn.`` for ``torch.nn.functional.`` and ``torch.nn.``. A Python function is switched off in
+    its code (``__code__``), so every reference to it is, a name the student imported with
+    ``from ... import`` too; anything else (PyTorch's C functions, tensor methods) is replaced on its
+    owner. Using one raises :class:`ForbiddenTool`, which :func:`attempt` turns into a "not yet" that
+    names the tool and says why (``es``/``en``). Run only the student's code inside.
     """
-    saved = []
+    undo: list[Callable[[], None]] = []
     try:
-        for path in tools:
-            owner, attr = _resolve(path)
+        for tool in tools:
+            if isinstance(tool, str):
+                tool = (tool, tool.replace("torch.nn.functional.", "F.").replace("torch.nn.", "nn."))
+            path, shown = tool
+            owner_path, _, attr = path.rpartition(".")
+            owner = pkgutil.resolve_name(owner_path)
             if not hasattr(owner, attr):  # not in this PyTorch version
                 continue
-            own = attr in vars(owner)  # else inherited: deleting the block restores it
-            saved.append((owner, attr, getattr(owner, attr), own))
-            shown = path.replace("torch.nn.functional.", "F.").replace("torch.nn.", "nn.")
-
-            def blocked(*_a: Any, _name: str = shown, **_k: Any) -> Any:
-                raise ForbiddenTool(_name, es, en)
-
-            setattr(owner, attr, blocked)
+            value, blocked = getattr(owner, attr), _blocked(shown, es, en)
+            if isinstance(value, types.FunctionType) and value.__closure__ is None:
+                undo.append(functools.partial(setattr, value, "__code__", value.__code__))
+                value.__code__ = blocked.__code__
+            else:  # an inherited attribute (a tensor method) is restored by deleting the block
+                own = attr in vars(owner)
+                undo.append(
+                    functools.partial(setattr, owner, attr, value) if own else functools.partial(delattr, owner, attr)
+                )
+                setattr(owner, attr, blocked)
         yield
     finally:
-        for owner, attr, value, own in reversed(saved):
-            if own:
-                setattr(owner, attr, value)
-            else:
-                delattr(owner, attr)
+        for step in reversed(undo):
+            step()
 
 
 def loops_in(fn: Callable[..., Any]) -> int | None:

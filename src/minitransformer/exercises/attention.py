@@ -26,6 +26,7 @@ from ._core import (
     checker,
     close,
     correct,
+    dtype_name,
     first_match,
     forbid,
     sentence,
@@ -306,16 +307,6 @@ def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
         raise stop(Feedback(False, f"{stopped.feedback.message}\n{sentence(tr(lang, es, en))}")) from None
 
 
-def _answer(lang: str, fn: Callable[..., Any], *args: Any, want: Tensor, float_answer: bool = True) -> Tensor:
-    """The student's answer as a tensor of ``want``'s shape, or the check stops with a hint."""
-    got = tensor(lang, attempt(lang, fn, *args))
-    if got.shape != want.shape:
-        raise stop(wrong_shape(lang, got, tuple(want.shape)))
-    if float_answer and not got.is_floating_point():
-        raise stop(HINTS(lang, "softmax_not_float", dtype=str(got.dtype).removeprefix("torch.")))
-    return got
-
-
 # --------------------------------------------------------------------------- notebook 01
 
 
@@ -328,12 +319,16 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str = "es") -> Feed
     """
 
     def run(x: Tensor) -> Tensor:
+        """The answer as a float tensor of ``x``'s shape, or the check stops with a hint."""
         with forbid(
             _SOFTMAX,
             "el ejercicio es escribir la softmax tú, con `torch.exp`.",
             "the exercise is to write the softmax yourself, with `torch.exp`.",
         ):
-            return _answer(lang, softmax, x.clone(), want=x)
+            got = tensor(lang, attempt(lang, softmax, x.clone()), x.shape)
+        if not got.is_floating_point():
+            raise stop(HINTS(lang, "softmax_not_float", dtype=dtype_name(got)))
+        return got
 
     (x,) = _cases(1, (3, 5))
     x = 3 * x
@@ -674,7 +669,7 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
         want = combine_masks(padding_mask(tokens, pad_id), causal_mask(T))  # (B, 1, T, T)
         got = tensor(lang, attempt(lang, decoder_mask, tokens.clone(), pad_id))
         if got.dtype != torch.bool:
-            return HINTS(lang, "mask_not_bool", dtype=str(got.dtype).removeprefix("torch."))
+            return HINTS(lang, "mask_not_bool", dtype=dtype_name(got))
         if got.dim() == 3:
             return HINTS(lang, "mask_3d", got=tuple(got.shape))
         try:

@@ -15,7 +15,7 @@ from torch import Tensor
 from ..attention import padding_mask, scaled_dot_product_attention
 from ..layers import DecoderLayer
 from ..model import target_mask
-from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, wrong_shape
+from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, tensor
 from .registry import explain
 
 __all__ = ["check_shift_right", "check_cross_attention", "check_decoder_layer"]
@@ -139,17 +139,14 @@ def check_decoder_layer(
             "devuelve solo el tensor de salida (B, T, D), no una tupla.",
             "return only the output tensor (B, T, D), not a tuple.",
         )
-    if not isinstance(got, Tensor):
-        return not_a_tensor(lang, got)
-    if got.shape != expected.shape:
-        return wrong_shape(lang, got, x.shape, ", la de `x`", ", that of `x`")
-    if _close(got, expected):
+    got = tensor(lang, got, x.shape, ", la de `x`", ", that of `x`")
+    if close(got, expected):
         return correct(
             lang,
             "Autoatención enmascarada, atención cruzada y red prealimentada, cada una con residuo y LayerNorm.",
             "Masked self-attention, cross-attention and feed-forward, each with residual and LayerNorm.",
         )
-    name_mistake(lang, got, variants, **_TOL)
+    name_mistake(lang, got, variants)
     return not_yet(
         lang,
         "la salida no coincide con la capa del artículo. Repasa las tres subcapas en orden (autoatención "
@@ -268,13 +265,6 @@ def _softmax_keys(scores: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=dim)
 
 
-_TOL = {"atol": 1e-5, "rtol": 1e-4}
-
-
-def _close(a: Tensor, b: Tensor) -> bool:
-    return close(a, b, **_TOL)
-
-
 @checker
 def check_cross_attention(
     fn: Callable[[Tensor, Tensor, Tensor, int], tuple[Tensor, Tensor]], lang: str = "es"
@@ -318,7 +308,7 @@ def check_cross_attention(
             )
         scores = x @ memory.transpose(1, 2)  # (B, T, S), unscaled
         causal = torch.ones(T, S, dtype=torch.bool).tril()  # (T, S)
-        if not _close(weights, expected):
+        if not close(weights, expected):
             hints = [
                 (
                     torch.softmax(scores / math.sqrt(D), dim=-1),
@@ -354,13 +344,13 @@ def check_cross_attention(
                     f"use the `pad_id` argument instead of a fixed 0: here padding is id {pad_id}.",
                 ),
             ]
-            name_mistake(lang, weights, hints, **_TOL)
+            name_mistake(lang, weights, hints)
             return not_yet(
                 lang,
                 "los pesos deben ser softmax(x · memoryᵀ / √D) sobre las claves, con -inf en las claves de relleno.",
                 "the weights must be softmax(x · memoryᵀ / √D) over the keys, with -inf at the padding keys.",
             )
-        if out.shape != (B, T, D) or not _close(out, expected_out):
+        if not close(out, expected_out):
             return not_yet(
                 lang,
                 "los pesos están bien, pero la salida no: sin proyecciones, los valores son también la memoria; "

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..sampling import top_k_filter, top_p_filter
-from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet
+from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, num
 from .registry import explain
 
 __all__ = [
@@ -125,7 +125,7 @@ def _removed_wrongly(lang: str, got: Tensor, logits: Tensor, want: Tensor) -> Fe
     the student returned probabilities; ``None`` otherwise."""
     kept = want.isfinite()
     probs = torch.softmax(want, dim=-1)
-    if torch.allclose(got, probs, atol=1e-5):
+    if close(got, probs, atol=1e-5):
         return not_yet(
             lang,
             "devuelves probabilidades: el ejercicio pide los logits filtrados (el softmax se aplica "
@@ -135,9 +135,9 @@ def _removed_wrongly(lang: str, got: Tensor, logits: Tensor, want: Tensor) -> Fe
         )
     removed = got[~kept]
     if (
-        torch.allclose(got[kept], logits[kept].double(), atol=1e-5)
+        close(got[kept], logits[kept].double(), atol=1e-5)
         and bool(removed.isfinite().all())
-        and not torch.allclose(removed, logits[~kept].double(), atol=1e-5)
+        and not close(removed, logits[~kept].double(), atol=1e-5)
     ):
         return not_yet(
             lang,
@@ -171,7 +171,7 @@ def check_top_k(fn, lang: str = "es") -> Feedback:
         if isinstance(got, Feedback):
             return got
         want = top_k_filter(logits, k).double()
-        if torch.equal(got.isfinite(), want.isfinite()) and torch.allclose(got[want.isfinite()], want[want.isfinite()]):
+        if torch.equal(got.isfinite(), want.isfinite()) and close(got[want.isfinite()], want[want.isfinite()]):
             continue
         wrong = _removed_wrongly(lang, got, logits, want)
         if wrong is not None:
@@ -254,12 +254,12 @@ def check_top_p(fn, lang: str = "es") -> Feedback:
             return got
         want = top_p_filter(logits, p).double()
         kept, want_kept = got.isfinite(), want.isfinite()
-        if torch.equal(kept, want_kept) and torch.allclose(got[want_kept], want[want_kept]):
+        if torch.equal(kept, want_kept) and close(got[want_kept], want[want_kept]):
             continue
         wrong = _removed_wrongly(lang, got, logits, want)
         if wrong is not None:
             return wrong
-        p_es = f"{p:g}".replace(".", ",")  # a decimal comma in Spanish
+        p_es = num("es", p, 6)  # a decimal comma in Spanish; the English text writes p as Python does
         probs = torch.softmax(logits.double(), dim=-1)
         mass = (probs * kept).sum(dim=-1)
         if bool((kept.sum(dim=-1) == 0).any()):
@@ -387,14 +387,14 @@ def check_cached_attention(fn, lang: str = "es") -> Feedback:
                 "la salida contiene NaN: ¿alguna fila de la máscara no deja pasar ninguna clave?",
                 "the output contains NaN: does some row of the mask let no key through?",
             )
-        if not (torch.allclose(new_k, want_k) and torch.allclose(new_v, want_v)):
-            if S and torch.allclose(new_k, torch.cat([k, k_cache], dim=2)):
+        if not (close(new_k, want_k) and close(new_v, want_v)):
+            if S and close(new_k, torch.cat([k, k_cache], dim=2)):
                 return not_yet(
                     lang,
                     "las claves nuevas van **después** de las guardadas: la caché sigue el orden de las posiciones.",
                     "the new keys go **after** the stored ones: the cache follows the order of the positions.",
                 )
-            if torch.allclose(new_k, want_v) and torch.allclose(new_v, want_k):
+            if close(new_k, want_v) and close(new_v, want_k):
                 return not_yet(
                     lang,
                     "has intercambiado la caché de claves y la de valores.",
@@ -405,24 +405,24 @@ def check_cached_attention(fn, lang: str = "es") -> Feedback:
                 "la caché actualizada debe ser la de antes seguida de las claves (y valores) nuevas.",
                 "the updated cache must be the old one followed by the new keys (and values).",
             )
-        if torch.allclose(out, want_out, atol=1e-5):
+        if close(out, want_out, atol=1e-5):
             continue
         L = S + T
         causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=L - T)
-        if torch.allclose(out, _attend(q, k, v, torch.ones(T, T, dtype=torch.bool).tril(), math.sqrt(Dh)), atol=1e-5):
+        if close(out, _attend(q, k, v, torch.ones(T, T, dtype=torch.bool).tril(), math.sqrt(Dh)), atol=1e-5):
             return not_yet(
                 lang,
                 "las consultas nuevas solo atienden a las claves nuevas: también deben ver las de la caché.",
                 "the new queries only attend to the new keys: they must also see the cached ones.",
             )
-        if T > 1 and torch.allclose(out, _attend(q, want_k, want_v, None, math.sqrt(Dh)), atol=1e-5):
+        if T > 1 and close(out, _attend(q, want_k, want_v, None, math.sqrt(Dh)), atol=1e-5):
             return not_yet(
                 lang,
                 "con varios tokens nuevos, cada uno no debe ver los nuevos que vienen después: "
                 "hace falta una máscara causal entre ellos.",
                 "with several new tokens, none may see the new tokens after it: a causal mask is needed among them.",
             )
-        if S and torch.allclose(
+        if S and close(
             out, _attend(q, want_k, want_v, torch.ones(T, L, dtype=torch.bool).tril(), math.sqrt(Dh)), atol=1e-5
         ):
             return not_yet(
@@ -443,7 +443,7 @@ def check_cached_attention(fn, lang: str = "es") -> Feedback:
             ),
             (math.sqrt(H * Dh), ("escala por √d_head, no por √(H·d_head).", "scale by √d_head, not by √(H·d_head).")),
         ]:
-            if scale != math.sqrt(Dh) and torch.allclose(out, _attend(q, want_k, want_v, causal, scale), atol=1e-5):
+            if scale != math.sqrt(Dh) and close(out, _attend(q, want_k, want_v, causal, scale), atol=1e-5):
                 return not_yet(lang, es, en)
         return not_yet(
             lang,

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..analysis import attention_to, top_heads
-from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, type_name
+from ._core import Feedback, attempt, checker, close, correct, dtype_name, not_a_tensor, not_yet, type_name
 from .registry import explain
 
 __all__ = ["check_strongest_head", "check_attention_row"]
@@ -32,11 +32,10 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
         got = attempt(lang, strongest_head, [m.clone() for m in maps], query, key)
         if isinstance(got, Tensor):
             if got.is_floating_point() or got.is_complex():
-                dtype = str(got.dtype).removeprefix("torch.")
                 return not_yet(
                     lang,
-                    f"la capa y la cabeza son índices enteros, no {dtype}.",
-                    f"the layer and the head are integer indices, not {dtype}.",
+                    f"la capa y la cabeza son índices enteros, no {dtype_name(got)}.",
+                    f"the layer and the head are integer indices, not {dtype_name(got)}.",
                 )
             got = tuple(int(x) for x in got.flatten()) if got.numel() in (1, 2) else got
         if isinstance(got, int) or (isinstance(got, tuple) and len(got) == 1):

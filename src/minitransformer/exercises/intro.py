@@ -71,7 +71,6 @@ HINTS = Hints(
         ),
     }
 )
-hint = HINTS
 
 
 def _shape(x: Any) -> tuple[int, ...] | None:
@@ -110,21 +109,21 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
         want = (tuple(maps.encoder[0].shape), tuple(maps.decoder_self[0].shape), tuple(maps.cross[0].shape))
         got = attempt(lang, attention_shapes, B, S, T, H)
         if not isinstance(got, (tuple, list)) or len(got) != 3:
-            return hint(lang, "not_triple")
+            return HINTS(lang, "not_triple")
         shapes = [_shape(s) for s in got]
         if any(s is None for s in shapes):
-            return hint(lang, "not_triple")
+            return HINTS(lang, "not_triple")
         if any(len(s) == 3 for s in shapes):
-            return hint(lang, "no_heads")
+            return HINTS(lang, "no_heads")
         enc, dec, cross = shapes
         if enc != want[0]:
-            return hint(lang, "encoder")
+            return HINTS(lang, "encoder")
         if dec != want[1]:
-            return hint(lang, "decoder_self")
+            return HINTS(lang, "decoder_self")
         if cross == (B, H, S, T):
-            return hint(lang, "cross_swapped")
+            return HINTS(lang, "cross_swapped")
         if cross != want[2]:
-            return hint(lang, "cross")
+            return HINTS(lang, "cross")
     return correct(
         lang,
         "Cada mapa tiene una fila por consulta y una columna por clave.",
@@ -143,7 +142,7 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str = "es") -> 
         if isinstance(got, float) and math.isfinite(got) and got.is_integer():
             got = int(got)
         if not isinstance(got, int) or isinstance(got, bool):
-            return hint(lang, "not_int")
+            return HINTS(lang, "not_int")
         if got == want:
             continue
         Dh = D // H
@@ -153,9 +152,9 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str = "es") -> 
             3 * D * D: "three_projections",
         }
         if got in (H * want, 4 * H * D * D, 4 * (D * Dh + Dh), 4 * D * Dh):
-            return hint(lang, "per_head")
+            return HINTS(lang, "per_head")
         key = wrong.get(got, "wrong_count")
-        return hint(lang, key, d=D, h=H, want=want, got=got) if key == "wrong_count" else hint(lang, key)
+        return HINTS(lang, key, d=D, h=H, want=want, got=got) if key == "wrong_count" else HINTS(lang, key)
     return correct(
         lang,
         "4·(d_model² + d_model): 1 050 624 para el modelo base (d_model = 512).",

@@ -14,28 +14,10 @@ from torch import Tensor
 
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
-from ._core import (
-    Feedback,
-    attempt,
-    checker,
-    close,
-    correct,
-    name_mistake,
-    not_a_tensor,
-    not_yet,
-    type_name,
-    wrong_shape,
-)
+from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_yet, stop, tensor, type_name
 from .registry import explain
 
 __all__ = ["check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
-
-
-_TOL = {"atol": 1e-5, "rtol": 1e-4}
-
-
-def _close(a: Tensor, b: Tensor) -> bool:
-    return close(a, b, **_TOL)
 
 
 # ---- exercise 1: embeddings × √d_model + positional encoding --------------------------------------
@@ -63,21 +45,18 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
                 "tu función modifica `table` o `pe` (¿un `*=` o `mul_`?): calcula un tensor nuevo.",
                 "your function modifies `table` or `pe` (a `*=` or `mul_`?): compute a new tensor.",
             )
-        if not isinstance(got, Tensor):
-            return not_a_tensor(lang, got)
         (B, T), D = tokens.shape, table.size(1)
+        got = tensor(
+            lang,
+            got,
+            (B, T, D),
+            " = (B, T, D); la codificación posicional se recorta a las T primeras posiciones",
+            " = (B, T, D); the positional encoding is cut to the first T positions",
+        )
         emb = table[tokens]  # (B, T, D)
         positions = pe[:T]  # (T, D)
         expected = emb * math.sqrt(D) + positions  # (B, T, D)
-        if got.shape != (B, T, D):
-            return wrong_shape(
-                lang,
-                got,
-                (B, T, D),
-                " = (B, T, D); la codificación posicional se recorta a las T primeras posiciones",
-                " = (B, T, D); the positional encoding is cut to the first T positions",
-            )
-        if _close(got, expected):
+        if close(got, expected):
             continue
         hints = [
             (
@@ -110,7 +89,7 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
                 "the positional encoding `pe[:T]` is not added.",
             ),
         ]
-        name_mistake(lang, got, hints, **_TOL)
+        name_mistake(lang, got, hints)
         return not_yet(
             lang,
             "la salida no coincide: cada token toma su fila de `table`, escalada como en el artículo, y suma la "
@@ -230,8 +209,6 @@ def _mistakes(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tuple[in
 
 def _whole_number(lang: str, got) -> int:
     """The student's count as an int; anything that is not a whole number stops the check."""
-    from ._core import stop
-
     try:
         value = int(got)
         ok = value == got and not isinstance(got, bool)
@@ -295,21 +272,17 @@ def _output_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
 def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str = "es") -> Feedback:
     """Check ``fn(h, weight, bias)`` = softmax(h Wᵀ + b) over the vocabulary, shape (B, T, V)."""
     for h, weight, bias in _output_cases():
-        got = attempt(lang, fn, h.clone(), weight.clone(), bias.clone())
-        if not isinstance(got, Tensor):
-            return not_a_tensor(lang, got)
         (B, T, _), V = h.shape, weight.size(0)
+        got = tensor(
+            lang,
+            attempt(lang, fn, h.clone(), weight.clone(), bias.clone()),
+            (B, T, V),
+            " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes va con el último de `h`?",
+            " = (B, T, V); `weight` is (V, D): which of its axes multiplies the last axis of `h`?",
+        )
         logits = h @ weight.T + bias  # (B, T, V)
         expected = torch.softmax(logits, dim=-1)
-        if got.shape != (B, T, V):
-            return wrong_shape(
-                lang,
-                got,
-                (B, T, V),
-                " = (B, T, V); `weight` es (V, D): ¿cuál de sus ejes va con el último de `h`?",
-                " = (B, T, V); `weight` is (V, D): which of its axes multiplies the last axis of `h`?",
-            )
-        if _close(got, expected):
+        if close(got, expected):
             continue
         hints = [
             (
@@ -339,7 +312,7 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
                 "the sigmoid does not give a distribution: use the softmax, which makes each row add up to 1.",
             ),
         ]
-        name_mistake(lang, got, hints, **_TOL)
+        name_mistake(lang, got, hints)
         return not_yet(
             lang,
             "la salida no coincide: en cada posición, los logits (proyección con `weight` y `bias`) se convierten "

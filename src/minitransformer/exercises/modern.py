@@ -10,8 +10,7 @@ worked solutions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -19,7 +18,23 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import modern
-from ._core import Feedback, attempt, checker, correct, not_a_tensor, not_yet
+from ..i18n import tr
+from ._core import (
+    COMMON_HINTS,
+    Feedback,
+    ForbiddenTool,
+    Hints,
+    attempt,
+    checker,
+    close,
+    correct,
+    dtype_name,
+    forbid,
+    randn,
+    stop,
+    tensor,
+    wrong_shape,
+)
 from .registry import explain
 
 __all__ = [
@@ -33,236 +48,162 @@ __all__ = [
 ]
 
 # Every hint these checkers give, (Spanish, English), by key.
-HINTS: dict[str, tuple[str, str]] = {
-    "forbidden": (
-        "usaste {tool}, que el enunciado no permite: {why}",
-        "you used {tool}, which the statement does not allow: {why}",
-    ),
-    "complex": (
-        "devuelve un tensor real con la forma de `x`, no complejo: si usas números complejos, vuelve a pares reales "
-        "al final.",
-        "return a real tensor with the shape of `x`, not a complex one: if you use complex numbers, go back to real "
-        "pairs at the end.",
-    ),
-    "dtype": (
-        "el resultado debe ser un tensor de números reales (float), no {dtype}.",
-        "the result must be a tensor of real numbers (float), not {dtype}.",
-    ),
-    "shape": (
-        "la salida tiene forma {got} y debería tener {expected}.",
-        "the output has shape {got} and should have {expected}.",
-    ),
-    "nan": (
-        "el resultado contiene NaN o infinitos.",
-        "the result contains NaN or infinite values.",
-    ),
-    # RoPE
-    "rope_halves": (
-        "giras los pares (i, i + Dh/2), la disposición de LLaMA. El enunciado pide los pares de dimensiones vecinas "
-        "(2i, 2i+1).",
-        "you turn the pairs (i, i + Dh/2), LLaMA's layout. The statement asks for the pairs of neighbouring "
-        "dimensions (2i, 2i+1).",
-    ),
-    "rope_direction": (
-        "giras en sentido contrario: revisa los signos de los senos en la rotación (el ángulo es +p·ω_i).",
-        "you turn the other way: check the signs of the sines in the rotation (the angle is +p·ω_i).",
-    ),
-    "rope_frequency": (
-        "las frecuencias no son las de la codificación sinusoidal: el par i tiene ω_i = base^(−2i/Dh). Revisa el "
-        "exponente.",
-        "the frequencies are not the sinusoidal encoding's: pair i has ω_i = base^(−2i/Dh). Check the exponent.",
-    ),
-    "rope_start": (
-        "las posiciones empiezan en 0, y la posición 0 no gira.",
-        "positions start at 0, and position 0 does not turn.",
-    ),
-    "rope_base": (
-        "con base = 10000 acierta, pero no con otra base: usa el argumento `base`.",
-        "it is right with base = 10000 but not with another base: use the `base` argument.",
-    ),
-    "rope_identity": (
-        "la salida es igual a la entrada: no has girado nada.",
-        "the output equals the input: nothing was turned.",
-    ),
-    "rope_half_pair": (
-        "en una rotación cambian los dos elementos del par, cada uno con su coseno y su seno.",
-        "in a rotation both elements of the pair change, each with its cosine and its sine.",
-    ),
-    "rope_other": (
-        "el resultado no coincide: el par (2i, 2i+1) de la posición p debe girar un ángulo p·base^(−2i/Dh), como "
-        "la matriz de rotación de la sección 2.",
-        "the result does not match: the pair (2i, 2i+1) at position p must turn by the angle p·base^(−2i/Dh), like "
-        "the rotation matrix of section 2.",
-    ),
-    # SwiGLU
-    "swiglu_swapped": (
-        "SiLU va sobre la compuerta, x·W_gate, no sobre x·W_up.",
-        "SiLU goes on the gate, x·W_gate, not on x·W_up.",
-    ),
-    "swiglu_relu": (
-        "usas ReLU: SwiGLU usa SiLU, z·σ(z).",
-        "you use ReLU: SwiGLU uses SiLU, z·σ(z).",
-    ),
-    "swiglu_sigmoid": (
-        "SiLU es z·σ(z), no σ(z) sola.",
-        "SiLU is z·σ(z), not σ(z) alone.",
-    ),
-    "swiglu_gelu": (
-        "usas GELU: SwiGLU usa SiLU, z·σ(z).",
-        "you use GELU: SwiGLU uses SiLU, z·σ(z).",
-    ),
-    "swiglu_no_up": (
-        "falta el producto con x·W_up: la compuerta multiplica, elemento a elemento, a la otra proyección.",
-        "the product with x·W_up is missing: the gate multiplies the other projection, element by element.",
-    ),
-    "swiglu_sum": (
-        "la compuerta y la otra proyección se multiplican elemento a elemento, no se suman.",
-        "the gate and the other projection are multiplied element by element, not added.",
-    ),
-    "swiglu_late_silu": (
-        "SiLU se aplica solo a la compuerta, antes del producto, no al producto.",
-        "SiLU is applied to the gate alone, before the product, not to the product.",
-    ),
-    "swiglu_no_down": (
-        "falta la proyección de vuelta con W_down.",
-        "the projection back with W_down is missing.",
-    ),
-    "swiglu_other": (
-        "el resultado no coincide con W_down(SiLU(x·W_gate) ⊙ x·W_up).",
-        "the result does not match W_down(SiLU(x·W_gate) ⊙ x·W_up).",
-    ),
-    # online softmax
-    "online_no_rescale": (
-        "cuando un bloque trae un máximo mayor, la suma acumulada hay que corregirla: sus términos se calcularon con "
-        "el máximo viejo.",
-        "when a block brings a larger maximum, the running sum must be corrected: its terms were computed with the "
-        "old maximum.",
-    ),
-    "online_inverted": (
-        "el resultado no es finito ni con puntuaciones pequeñas: revisa el factor de corrección. La suma vieja se "
-        "multiplica por exp(m_viejo − m_nuevo), que es ≤ 1, y 0 en el primer bloque (donde m_viejo = −∞).",
-        "the result is not finite even with small scores: check the correction factor. The old sum is multiplied by "
-        "exp(m_old − m_new), which is ≤ 1, and 0 at the first block (where m_old = −∞).",
-    ),
-    "online_per_block": (
-        "normalizas cada bloque por su cuenta: cada fila debe sumar 1 entera, no cada bloque.",
-        "you normalise each block on its own: each whole row must sum to 1, not each block.",
-    ),
-    "online_overflow": (
-        "con una puntuación de 1000 el resultado no es finito: resta el máximo antes de la exponencial.",
-        "with a score of 1000 the result is not finite: subtract the maximum before the exponential.",
-    ),
-    "online_missing_block": (
-        "la suma deja fuera las últimas columnas: ¿llega tu bucle al último bloque, aunque sea más corto?",
-        "the sum leaves out the last columns: does your loop reach the last block, even when it is shorter?",
-    ),
-    "online_unnormalised": (
-        "cada fila debe sumar 1: al final, divide entre la suma acumulada.",
-        "each row must sum to 1: at the end, divide by the running sum.",
-    ),
-    "online_other": (
-        "el resultado no coincide con la softmax de cada fila.",
-        "the result does not match the softmax of each row.",
-    ),
-}
+HINTS = Hints(
+    {
+        **COMMON_HINTS,
+        "forbidden": (
+            "usaste {tool}, que el enunciado no permite: {why}",
+            "you used {tool}, which the statement does not allow: {why}",
+        ),
+        "complex": (
+            "devuelve un tensor real con la forma de `x`, no complejo: si usas números complejos, vuelve a pares reales "
+            "al final.",
+            "return a real tensor with the shape of `x`, not a complex one: if you use complex numbers, go back to real "
+            "pairs at the end.",
+        ),
+        "dtype": (
+            "el resultado debe ser un tensor de números reales (float), no {dtype}.",
+            "the result must be a tensor of real numbers (float), not {dtype}.",
+        ),
+        # RoPE
+        "rope_halves": (
+            "giras los pares (i, i + Dh/2), la disposición de LLaMA. El enunciado pide los pares de dimensiones vecinas "
+            "(2i, 2i+1).",
+            "you turn the pairs (i, i + Dh/2), LLaMA's layout. The statement asks for the pairs of neighbouring "
+            "dimensions (2i, 2i+1).",
+        ),
+        "rope_direction": (
+            "giras en sentido contrario: revisa los signos de los senos en la rotación (el ángulo es +p·ω_i).",
+            "you turn the other way: check the signs of the sines in the rotation (the angle is +p·ω_i).",
+        ),
+        "rope_frequency": (
+            "las frecuencias no son las de la codificación sinusoidal: el par i tiene ω_i = base^(−2i/Dh). Revisa el "
+            "exponente.",
+            "the frequencies are not the sinusoidal encoding's: pair i has ω_i = base^(−2i/Dh). Check the exponent.",
+        ),
+        "rope_start": (
+            "las posiciones empiezan en 0, y la posición 0 no gira.",
+            "positions start at 0, and position 0 does not turn.",
+        ),
+        "rope_base": (
+            "con base = 10000 acierta, pero no con otra base: usa el argumento `base`.",
+            "it is right with base = 10000 but not with another base: use the `base` argument.",
+        ),
+        "rope_identity": (
+            "la salida es igual a la entrada: no has girado nada.",
+            "the output equals the input: nothing was turned.",
+        ),
+        "rope_half_pair": (
+            "en una rotación cambian los dos elementos del par, cada uno con su coseno y su seno.",
+            "in a rotation both elements of the pair change, each with its cosine and its sine.",
+        ),
+        "rope_other": (
+            "el resultado no coincide: el par (2i, 2i+1) de la posición p debe girar un ángulo p·base^(−2i/Dh), como "
+            "la matriz de rotación de la sección 2.",
+            "the result does not match: the pair (2i, 2i+1) at position p must turn by the angle p·base^(−2i/Dh), like "
+            "the rotation matrix of section 2.",
+        ),
+        # SwiGLU
+        "swiglu_swapped": (
+            "SiLU va sobre la compuerta, x·W_gate, no sobre x·W_up.",
+            "SiLU goes on the gate, x·W_gate, not on x·W_up.",
+        ),
+        "swiglu_relu": (
+            "usas ReLU: SwiGLU usa SiLU, z·σ(z).",
+            "you use ReLU: SwiGLU uses SiLU, z·σ(z).",
+        ),
+        "swiglu_sigmoid": (
+            "SiLU es z·σ(z), no σ(z) sola.",
+            "SiLU is z·σ(z), not σ(z) alone.",
+        ),
+        "swiglu_gelu": (
+            "usas GELU: SwiGLU usa SiLU, z·σ(z).",
+            "you use GELU: SwiGLU uses SiLU, z·σ(z).",
+        ),
+        "swiglu_no_up": (
+            "falta el producto con x·W_up: la compuerta multiplica, elemento a elemento, a la otra proyección.",
+            "the product with x·W_up is missing: the gate multiplies the other projection, element by element.",
+        ),
+        "swiglu_sum": (
+            "la compuerta y la otra proyección se multiplican elemento a elemento, no se suman.",
+            "the gate and the other projection are multiplied element by element, not added.",
+        ),
+        "swiglu_late_silu": (
+            "SiLU se aplica solo a la compuerta, antes del producto, no al producto.",
+            "SiLU is applied to the gate alone, before the product, not to the product.",
+        ),
+        "swiglu_no_down": (
+            "falta la proyección de vuelta con W_down.",
+            "the projection back with W_down is missing.",
+        ),
+        "swiglu_other": (
+            "el resultado no coincide con W_down(SiLU(x·W_gate) ⊙ x·W_up).",
+            "the result does not match W_down(SiLU(x·W_gate) ⊙ x·W_up).",
+        ),
+        # online softmax
+        "online_no_rescale": (
+            "cuando un bloque trae un máximo mayor, la suma acumulada hay que corregirla: sus términos se calcularon con "
+            "el máximo viejo.",
+            "when a block brings a larger maximum, the running sum must be corrected: its terms were computed with the "
+            "old maximum.",
+        ),
+        "online_inverted": (
+            "el resultado no es finito ni con puntuaciones pequeñas: revisa el factor de corrección. La suma vieja se "
+            "multiplica por exp(m_viejo − m_nuevo), que es ≤ 1, y 0 en el primer bloque (donde m_viejo = −∞).",
+            "the result is not finite even with small scores: check the correction factor. The old sum is multiplied by "
+            "exp(m_old − m_new), which is ≤ 1, and 0 at the first block (where m_old = −∞).",
+        ),
+        "online_per_block": (
+            "normalizas cada bloque por su cuenta: cada fila debe sumar 1 entera, no cada bloque.",
+            "you normalise each block on its own: each whole row must sum to 1, not each block.",
+        ),
+        "online_overflow": (
+            "con una puntuación de 1000 el resultado no es finito: resta el máximo antes de la exponencial.",
+            "with a score of 1000 the result is not finite: subtract the maximum before the exponential.",
+        ),
+        "online_missing_block": (
+            "la suma deja fuera las últimas columnas: ¿llega tu bucle al último bloque, aunque sea más corto?",
+            "the sum leaves out the last columns: does your loop reach the last block, even when it is shorter?",
+        ),
+        "online_unnormalised": (
+            "cada fila debe sumar 1: al final, divide entre la suma acumulada.",
+            "each row must sum to 1: at the end, divide by the running sum.",
+        ),
+        "online_other": (
+            "el resultado no coincide con la softmax de cada fila.",
+            "the result does not match the softmax of each row.",
+        ),
+    }
+)
 
 
-def _say(lang: str, key: str, **fields: Any) -> Feedback:
-    es, en = HINTS[key]
-    return not_yet(lang, es.format(**fields), en.format(**fields))
-
-
-def _randn(*shape: int, seed: int) -> Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _close(got: Tensor, expected: Tensor, atol: float = 1e-4) -> bool:
-    return got.shape == expected.shape and torch.allclose(got, expected, atol=atol, rtol=1e-4)
-
-
-# --- forbidden tools: switched off while the student's function runs ----------------------
-
-
-class _Forbidden(Exception):
-    def __init__(self, tool: str):
-        super().__init__(tool)
-        self.tool = tool
-
-
-class _Used:
-    """What a student's function "returns" when it called a forbidden tool."""
-
-    def __init__(self, tool: str):
-        self.tool = tool
-
-
-def _raiser(name: str) -> Callable[..., Any]:
-    def forbidden(*args: Any, **kwargs: Any) -> Any:
-        raise _Forbidden(name)
-
-    return forbidden
-
-
-def _code_raising(name: str):
-    """A code object that raises _Forbidden(name) (for package functions imported by name)."""
-    namespace: dict[str, Any] = {"_Forbidden": _Forbidden}
-    # the code runs with the package function's globals: reach _Forbidden through an import
-    exec(
-        f"def f(*args, **kwargs):\n    raise __import__({__name__!r}, fromlist=['_Forbidden'])._Forbidden({name!r})",
-        namespace,
-    )
-    return namespace["f"].__code__
-
-
-@contextmanager
-def _forbid(attributes: list[tuple[Any, str, str]], functions: list[tuple[Callable, str]] = ()) -> Iterator[None]:
-    """Switch off ``owner.attr`` (named ``label``) and the Python ``functions`` for a while."""
-    # (owner, attr, value, whether owner itself held it: an inherited method is restored by deleting the block)
-    saved_attrs = [(owner, attr, getattr(owner, attr), attr in vars(owner)) for owner, attr, _ in attributes]
-    saved_codes = [(fn, fn.__code__) for fn, _ in functions]
-    try:
-        for owner, attr, label in attributes:
-            setattr(owner, attr, _raiser(label))
-        for fn, label in functions:
-            fn.__code__ = _code_raising(label)
-        yield
-    finally:
-        for owner, attr, value, own in saved_attrs:
-            if own:
-                setattr(owner, attr, value)
-            else:
-                delattr(owner, attr)
-        for fn, code in saved_codes:
-            fn.__code__ = code
-
-
-def _run(lang: str, fn: Callable, args: tuple, forbidden_attrs, forbidden_functions=()) -> Any:
-    """The student's answer, or a :class:`_Used` when a forbidden tool was called."""
+def _run(lang: str, fn: Callable[..., Any], args: tuple, tools: Iterable[str | tuple[str, str]], why: tuple[str, str]):
+    """The student's answer with the ``tools`` the statement forbids switched off (``why``: the reason);
+    using one stops the check with this notebook's hint, which names the tool."""
 
     def guarded(*a: Any) -> Any:
-        with _forbid(forbidden_attrs, forbidden_functions):
-            try:
-                return fn(*a)
-            except _Forbidden as used:
-                return _Used(used.tool)
+        try:
+            return fn(*a)
+        except ForbiddenTool as used:
+            return used
 
-    return attempt(lang, guarded, *args)
-
-
-def _float_result(lang: str, got: Any, expected: Tensor, used_why: tuple[str, str]) -> Feedback | Tensor:
-    """Feedback for an answer that is not a finite float tensor of the right shape, else the tensor."""
-    if isinstance(got, _Used):
-        return _say(lang, "forbidden", tool=f"`{got.tool}`", why=used_why[0] if lang == "es" else used_why[1])
-    if not isinstance(got, Tensor):
-        return not_a_tensor(lang, got)
-    if got.is_complex():
-        return _say(lang, "complex")
-    if not got.is_floating_point():
-        return _say(lang, "dtype", dtype=str(got.dtype).replace("torch.", ""))
-    if got.shape != expected.shape:
-        return _say(lang, "shape", got=tuple(got.shape), expected=tuple(expected.shape))
-    got = got.detach().float().cpu()
+    with forbid(tools, *why):
+        got = attempt(lang, guarded, *args)
+    if isinstance(got, ForbiddenTool):
+        raise stop(HINTS(lang, "forbidden", tool=f"`{got.name}`", why=tr(lang, got.es, got.en)))
     return got
+
+
+def _float_answer(lang: str, got: Any, expected: Tensor) -> Tensor:
+    """The answer as a float tensor of ``expected``'s shape; anything else stops the check with its hint."""
+    got = tensor(lang, got)
+    if got.is_complex():
+        raise stop(HINTS(lang, "complex"))
+    if not got.is_floating_point():
+        raise stop(HINTS(lang, "dtype", dtype=dtype_name(got)))
+    if got.shape != expected.shape:
+        raise stop(wrong_shape(lang, got, expected.shape))
+    return got.float()
 
 
 # --- exercise 1: RoPE by pairs ----------------------------------------------------------
@@ -298,6 +239,11 @@ def _rope_with(
     return modern.apply_rope(x, angle.cos(), angle.sin(), interleaved=not halves)
 
 
+_ROPE_TOOLS = (
+    ("minitransformer.modern.apply_rope", "apply_rope"),
+    ("minitransformer.modern.rope_cos_sin", "rope_cos_sin"),
+    ("minitransformer.modern.RotaryEmbedding.forward", "RotaryEmbedding"),
+)
 _ROPE_WHY = (
     "escribe tú la rotación de cada par, sin las funciones de RoPE del paquete.",
     "write the rotation of each pair yourself, without the package's RoPE functions.",
@@ -307,12 +253,7 @@ _ROPE_WHY = (
 @checker
 def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str = "es") -> Feedback:
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
-    cases = [(_randn(7, 10, seed=10), 10000.0), (_randn(5, 6, seed=11) * 2, 500.0)]
-    forbidden = [
-        (modern.apply_rope, "apply_rope"),
-        (modern.rope_cos_sin, "rope_cos_sin"),
-        (modern.RotaryEmbedding.forward, "RotaryEmbedding"),
-    ]
+    cases = [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
     for n, (x, base) in enumerate(cases):
         expected = _rope_with(x, base)
         wrongs = [
@@ -329,20 +270,17 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str = "es") -> Fee
         other_half = expected.clone()
         other_half[:, 0::2] = x[:, 0::2]
         wrongs += [(half, "rope_half_pair"), (other_half, "rope_half_pair")]
-        got = _run(lang, rope, (x.clone(), base), [], forbidden)
-        got = _float_result(lang, got, expected, _ROPE_WHY)
-        if isinstance(got, Feedback):
-            return got
-        if _close(got, expected):
+        got = _float_answer(lang, _run(lang, rope, (x.clone(), base), _ROPE_TOOLS, _ROPE_WHY), expected)
+        if close(got, expected, atol=1e-4):
             continue
         if not bool(torch.isfinite(got).all()):
-            return _say(lang, "nan")
+            return HINTS(lang, "nan")
         for wrong, key in wrongs:
             if n == 0 and key == "rope_base":
                 continue
-            if _close(got, wrong):
-                return _say(lang, key)
-        return _say(lang, "rope_other")
+            if close(got, wrong, atol=1e-4):
+                return HINTS(lang, key)
+        return HINTS(lang, "rope_other")
     return correct(
         lang,
         "Coincide con `apply_rope(..., interleaved=True)` del paquete.",
@@ -365,6 +303,7 @@ def solution_swiglu(x: Tensor, W_gate: Tensor, W_up: Tensor, W_down: Tensor) -> 
     return (gate * torch.sigmoid(gate) * (x @ W_up)) @ W_down  # (..., D)
 
 
+_SILU_TOOLS = ("torch.nn.functional.silu", "torch.silu")
 _SWIGLU_WHY = (
     "escribe SiLU tú mismo, z·σ(z), con `torch.sigmoid`.",
     "write SiLU yourself, z·σ(z), with `torch.sigmoid`.",
@@ -375,8 +314,8 @@ _SWIGLU_WHY = (
 def check_swiglu(swiglu: Callable[..., Tensor], lang: str = "es") -> Feedback:
     """Check ``swiglu(x, W_gate, W_up, W_down)``: x (..., D), W_gate and W_up (D, F), W_down (F, D)."""
     D, Fw = 6, 10
-    x = _randn(2, 3, D, seed=20) * 1.5
-    W_gate, W_up, W_down = _randn(D, Fw, seed=21), _randn(D, Fw, seed=22), _randn(Fw, D, seed=23)
+    x = randn(2, 3, D, seed=20) * 1.5
+    W_gate, W_up, W_down = randn(D, Fw, seed=21), randn(D, Fw, seed=22), randn(Fw, D, seed=23)
     gate, up = x @ W_gate, x @ W_up
     expected = (F.silu(gate) * up) @ W_down
     wrongs = [
@@ -389,22 +328,18 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str = "es") -> Feedback:
         ((F.silu(gate) + up) @ W_down, "swiglu_sum"),
         (F.silu(gate * up) @ W_down, "swiglu_late_silu"),
     ]
-    forbidden = [(F, "silu", "F.silu"), (torch, "silu", "torch.silu") if hasattr(torch, "silu") else None]
-    forbidden = [f for f in forbidden if f is not None]
-    got = _run(lang, swiglu, (x.clone(), W_gate.clone(), W_up.clone(), W_down.clone()), forbidden)
+    got = _run(lang, swiglu, (x.clone(), W_gate.clone(), W_up.clone(), W_down.clone()), _SILU_TOOLS, _SWIGLU_WHY)
     if isinstance(got, Tensor) and got.shape == gate.shape and got.is_floating_point():
-        return _say(lang, "swiglu_no_down")
-    got = _float_result(lang, got, expected, _SWIGLU_WHY)
-    if isinstance(got, Feedback):
-        return got
-    if _close(got, expected, atol=1e-3):
+        return HINTS(lang, "swiglu_no_down")
+    got = _float_answer(lang, got, expected)
+    if close(got, expected, atol=1e-3):
         return correct(lang, "Es la red SwiGLU de LLaMA.", "It is LLaMA's SwiGLU network.")
     if not bool(torch.isfinite(got).all()):
-        return _say(lang, "nan")
+        return HINTS(lang, "nan")
     for wrong, key in wrongs:
-        if _close(got, wrong, atol=1e-3):
-            return _say(lang, key)
-    return _say(lang, "swiglu_other")
+        if close(got, wrong, atol=1e-3):
+            return HINTS(lang, key)
+    return HINTS(lang, "swiglu_other")
 
 
 # --- exercise 3: the online softmax -----------------------------------------------------
@@ -448,6 +383,18 @@ def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
     return torch.exp(scores - m) / l
 
 
+_SOFTMAX_TOOLS = (
+    "torch.softmax",
+    "torch.nn.functional.softmax",
+    ("torch.Tensor.softmax", "Tensor.softmax"),
+    "torch.special.softmax",
+    "torch.nn.functional.log_softmax",
+    "torch.log_softmax",
+    ("torch.Tensor.log_softmax", "Tensor.log_softmax"),
+    "torch.logsumexp",
+    ("torch.Tensor.logsumexp", "Tensor.logsumexp"),
+    ("minitransformer.modern.online_softmax", "online_softmax"),
+)
 _ONLINE_WHY = (
     "calcula tú el máximo y la suma bloque a bloque, sin la softmax de PyTorch ni `logsumexp`.",
     "compute the maximum and the sum block by block yourself, without PyTorch's softmax or `logsumexp`.",
@@ -457,32 +404,18 @@ _ONLINE_WHY = (
 @checker
 def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: str = "es") -> Feedback:
     """Check ``online_softmax(scores, block_size)``: scores (R, S) -> the softmax of each row."""
-    first = _randn(3, 23, seed=30) * 4
+    first = randn(3, 23, seed=30) * 4
     first[0, 21] = 1000.0  # a huge score in the last, shorter block
     first[1, :4] = 50.0  # the maximum in the first block
-    cases = [(_randn(2, 9, seed=31) * 3, 7), (first, 4)]  # small scores first, then the huge one
-    forbidden = [
-        (torch, "softmax", "torch.softmax"),
-        (F, "softmax", "F.softmax"),
-        (torch.Tensor, "softmax", "Tensor.softmax"),
-        (torch.special, "softmax", "torch.special.softmax"),
-        (F, "log_softmax", "F.log_softmax"),
-        (torch, "log_softmax", "torch.log_softmax"),
-        (torch.Tensor, "log_softmax", "Tensor.log_softmax"),
-        (torch, "logsumexp", "torch.logsumexp"),
-        (torch.Tensor, "logsumexp", "Tensor.logsumexp"),
-    ]
-    functions = [(modern.online_softmax, "online_softmax")]
+    cases = [(randn(2, 9, seed=31) * 3, 7), (first, 4)]  # small scores first, then the huge one
     for scores, block in cases:
         expected = torch.softmax(scores, dim=-1)
-        got = _run(lang, online_softmax, (scores.clone(), block), forbidden, functions)
-        got = _float_result(lang, got, expected, _ONLINE_WHY)
-        if isinstance(got, Feedback):
-            return got
-        if _close(got, expected, atol=1e-5):
+        got = _run(lang, online_softmax, (scores.clone(), block), _SOFTMAX_TOOLS, _ONLINE_WHY)
+        got = _float_answer(lang, got, expected)
+        if close(got, expected):
             continue
         if not bool(torch.isfinite(got).all()):
-            return _say(lang, "online_overflow" if scores.abs().max() > 100 else "online_inverted")
+            return HINTS(lang, "online_overflow" if scores.abs().max() > 100 else "online_inverted")
         per_block = torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1)
         wrongs = [
             (_online_variant(scores, block, "no_rescale"), "online_no_rescale"),
@@ -492,9 +425,9 @@ def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: 
             (torch.exp(scores - scores.amax(dim=-1, keepdim=True)), "online_unnormalised"),
         ]
         for wrong, key in wrongs:
-            if bool(torch.isfinite(wrong).all()) and _close(got, wrong, atol=1e-5):
-                return _say(lang, key)
-        return _say(lang, "online_other")
+            if bool(torch.isfinite(wrong).all()) and close(got, wrong):
+                return HINTS(lang, key)
+        return HINTS(lang, "online_other")
     return correct(
         lang,
         "Es la softmax, calculada por bloques como en FlashAttention.",

@@ -16,7 +16,20 @@ import torch
 from torch import Tensor
 
 from ..positional import sinusoidal_encoding
-from ._core import COMMON_HINTS, Feedback, Hints, attempt, checker, close, correct, loops_in, stop, tensor, wrong_shape
+from ._core import (
+    COMMON_HINTS,
+    Feedback,
+    Hints,
+    attempt,
+    checker,
+    close,
+    correct,
+    dtype_name,
+    loops_in,
+    stop,
+    tensor,
+    wrong_shape,
+)
 from .registry import explain
 
 __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", "check_shift_matrix_concat"]
@@ -135,13 +148,10 @@ HINTS = Hints(
 )
 
 
-hint = HINTS
-
-
 def _tensor(lang: str, x: Any) -> Tensor:
     x = tensor(lang, x)
     if x.is_floating_point() and not torch.isfinite(x).all():
-        raise stop(hint(lang, "nan"))
+        raise stop(HINTS(lang, "nan"))
     return x
 
 
@@ -194,19 +204,19 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
         got = _tensor(lang, attempt(lang, encoding, max_len, d_model))
         line = loops_in(encoding)
         if line:
-            return hint(lang, "loops", line=line)
+            return HINTS(lang, "loops", line=line)
         want = _reference(max_len, d_model)
         if got.shape == (d_model, max_len) and max_len != d_model:
-            return hint(lang, "transposed")
+            return HINTS(lang, "transposed")
         if got.shape != want.shape:
             return wrong_shape(lang, got, tuple(want.shape))
         if _close(got, want):
             continue
         for key, value in _table_mistakes(max_len, d_model).items():
             if _close(got, value):
-                return hint(lang, key)
+                return HINTS(lang, key)
         diff = round(float((got.double() - want).abs().max()), 4)
-        return hint(lang, "table_wrong", diff=diff)
+        return HINTS(lang, "table_wrong", diff=diff)
     return correct(
         lang,
         "Tu tabla coincide con `sinusoidal_encoding` del paquete.",
@@ -226,17 +236,17 @@ def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str 
         if got.shape != (d_model,):
             return wrong_shape(lang, got, (d_model,))
         if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
-            return hint(lang, "perm_not_integer", dtype=str(got.dtype).removeprefix("torch."))
+            return HINTS(lang, "perm_not_integer", dtype=dtype_name(got))
         got = got.long()
         if not torch.equal(torch.sort(got).values, torch.arange(d_model)):
-            return hint(lang, "not_permutation")
+            return HINTS(lang, "not_permutation")
         interleaved = sinusoidal_encoding(20, d_model, interleaved=True)
         concat = sinusoidal_encoding(20, d_model, interleaved=False)
         if torch.equal(interleaved[:, got], concat):
             continue
         if torch.equal(concat[:, got], interleaved):
-            return hint(lang, "inverse_permutation")
-        return hint(lang, "permutation_wrong")
+            return HINTS(lang, "inverse_permutation")
+        return HINTS(lang, "permutation_wrong")
     return correct(
         lang,
         "Las dos disposiciones guardan los mismos números en otro orden de columnas.",
@@ -274,13 +284,13 @@ def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: 
         if _close(moved, pe[k:]):
             continue
         if _close(got, _interleaved_shift(k, d_model)):
-            return hint(lang, "shift_interleaved")
+            return HINTS(lang, "shift_interleaved")
         if _close(pe[k:] @ got.T, pe[:-k]):
-            return hint(lang, "shift_backwards")
+            return HINTS(lang, "shift_backwards")
         if _close(moved, pe[:-k]):
-            return hint(lang, "shift_identity")
+            return HINTS(lang, "shift_identity")
         diff = round(float((moved - pe[k:]).abs().max()), 4)
-        return hint(lang, "shift_wrong", diff=diff)
+        return HINTS(lang, "shift_wrong", diff=diff)
     return correct(
         lang,
         "Una sola matriz para todas las posiciones, también en la disposición concatenada: "

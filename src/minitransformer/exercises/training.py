@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..train import noam_lr
-from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, num, stop, type_name
+from ._core import Feedback, attempt, checker, close, correct, dtype_name, not_a_tensor, not_yet, num, stop, type_name
 from .registry import explain
 
 __all__ = ["check_noam_lr", "check_shift_targets", "check_smoothed_targets"]
@@ -334,8 +334,8 @@ def check_smoothed_targets(fn: Callable[[Tensor, int, float], Tensor], lang: str
         if not got.is_floating_point():
             return not_yet(
                 lang,
-                f"devuelve probabilidades (decimales), no {str(got.dtype).removeprefix('torch.')}.",
-                f"return probabilities (floats), not {str(got.dtype).removeprefix('torch.')}.",
+                f"devuelve probabilidades (decimales), no {dtype_name(got)}.",
+                f"return probabilities (floats), not {dtype_name(got)}.",
             )
         answers.append(got.detach())
     if all(close(a, _smooth(*case), atol=1e-6) for a, case in zip(answers, _SMOOTH_CASES)):
