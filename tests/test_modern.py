@@ -348,7 +348,17 @@ def test_online_attention_equals_attention(block):
 # --- the fast path of the course's MultiHeadAttention -----------------------------------
 
 
-def test_fast_path_equals_einsum_with_masks_and_empty_rows():
+@pytest.fixture(params=["kernel", "guard"])
+def empty_rows(request, monkeypatch):
+    """Both ways to empty rows: PyTorch's CPU kernel zeroes them itself, or the package's guard."""
+    from minitransformer import attention
+
+    if request.param == "guard":
+        monkeypatch.setattr(attention, "_kernel_zeroes_empty_rows", lambda: False)
+    return request.param
+
+
+def test_fast_path_equals_einsum_with_masks_and_empty_rows(empty_rows):
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4).eval()
     x, mem = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
@@ -369,7 +379,7 @@ def test_fast_path_equals_einsum_with_masks_and_empty_rows():
     assert torch.equal(out, torch.zeros_like(out))
 
 
-def test_fast_path_gradients_equal_and_finite():
+def test_fast_path_gradients_equal_and_finite(empty_rows):
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 2)
     x = torch.randn(2, 6, 16, requires_grad=True)

@@ -10,6 +10,7 @@ D d_model, Dh d_head.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,10 +67,11 @@ def fast_attention(
     """The output of attention from ``F.scaled_dot_product_attention``, with the course's masks.
 
     Same result as :func:`scaled_dot_product_attention` (or ``scale`` instead of 1/√Dh), without
-    the weights. A query row with no allowed key gives zeros, not NaN: such rows are let attend
-    everywhere (finite numbers) and their output is then set to zero, so no gradient flows
-    through them either. With fewer key/value heads than query heads (grouped-query attention),
-    query head h uses key/value head h // (H / Hkv).
+    the weights. A query row with no allowed key gives zeros, not NaN, and no gradient flows
+    through it: PyTorch's CPU kernels do so themselves (checked once, see
+    :func:`_kernel_zeroes_empty_rows`); elsewhere such rows are let attend everywhere (finite
+    numbers) and their output is then set to zero. With fewer key/value heads than query heads
+    (grouped-query attention), query head h uses key/value head h // (H / Hkv).
 
     Shapes: q (B, H, T, Dh), k (B, Hkv, S, Dh), v (B, Hkv, S, Dv), mask boolean broadcastable
     to (B, H, T, S), True = may attend -> (B, H, T, Dv).
@@ -77,17 +79,27 @@ def fast_attention(
     empty = None
     if mask is not None:
         check_mask(mask, torch.Size((*q.shape[:-1], k.size(-2))))
-        empty = ~mask.any(dim=-1, keepdim=True)  # (..., T, 1): rows with no allowed key
-        # On the CPU, asking whether there is any empty row costs nothing and spares two passes
-        # over the output when there is none (the usual case); elsewhere it would wait for the GPU.
-        if q.device.type == "cpu" and not bool(empty.any()):
-            empty = None
-        else:
+        if not (q.device.type == "cpu" and _kernel_zeroes_empty_rows()):
+            empty = ~mask.any(dim=-1, keepdim=True)  # (..., T, 1): rows with no allowed key
             mask = mask | empty
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale, enable_gqa=k.size(-3) != q.size(-3)
-    )  # (B, H, T, Dv)
+    if k.size(-3) != q.size(-3):  # grouped-query: each key/value head serves H / Hkv query heads
+        groups = q.size(-3) // k.size(-3)
+        k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)  # (B, H, S, ·)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)  # (B, H, T, Dv)
     return out if empty is None else out.masked_fill(empty, 0.0)
+
+
+@functools.cache
+def _kernel_zeroes_empty_rows() -> bool:
+    """Whether ``F.scaled_dot_product_attention`` on the CPU already gives a zero output and
+    finite gradients for a query row with no allowed key (PyTorch 2.13 does; older releases
+    may give NaN). Asked once, on a 1-query example."""
+    with torch.inference_mode(False), torch.enable_grad():
+        q = torch.ones(1, 1, 1, 2, requires_grad=True)
+        kv = torch.ones(1, 1, 2, 2, requires_grad=True)
+        out = F.scaled_dot_product_attention(q, kv, kv, attn_mask=torch.zeros(1, 1, 1, 2, dtype=torch.bool))
+        out.sum().backward()
+    return bool((out == 0).all() and q.grad.isfinite().all() and kv.grad.isfinite().all())
 
 
 def check_heads(d_model: int, n_heads: int) -> None:
