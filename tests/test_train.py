@@ -155,6 +155,32 @@ def test_gradient_clipping_bounds_the_update(monkeypatch):
     assert all(n > 1e-3 for n in h.grad_norm)  # the history holds the norm before clipping
 
 
+def test_the_loop_trains_any_model_through_its_hooks():
+    # a straight line fitted by SGD: the loop uses the given loss, optimiser and schedule
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1)
+    x = torch.linspace(-1, 1, 16)[:, None]  # (16, 1)
+    seen = []
+
+    def loss_fn(model, y):
+        seen.append(y)
+        return F.mse_loss(model(x), y)
+
+    h = train(
+        model,
+        lambda: 3 * x + 1,
+        20,
+        loss_fn=loss_fn,
+        make_optimizer=lambda params: torch.optim.SGD(params, lr=0.5),
+        schedule=lambda step: 0.9**step,
+        progress=False,
+    )
+    assert len(seen) == 20 and torch.equal(seen[0], 3 * x + 1)
+    assert h.lr == pytest.approx([0.5 * 0.9**s for s in range(20)], rel=1e-12)
+    assert h.loss[-1] < 0.01 * h.loss[0]
+    assert not model.training
+
+
 @pytest.mark.slow
 def test_training_learns_the_reverse_task():
     torch.manual_seed(0)

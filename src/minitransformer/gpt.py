@@ -355,34 +355,26 @@ def train_gpt(
     Returns:
         the training loss of every step.
     """
-    from tqdm.auto import tqdm
+    from .train import train
 
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    model.to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
-
-    def schedule(step: int) -> float:
+    def schedule(step: int) -> float:  # multiplier of lr; step counts from 0
         if step < warmup:
             return (step + 1) / warmup
         progress_ = (step - warmup) / max(1, steps - warmup)
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress_)))
 
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    losses = []
-    model.train()
-    bar = tqdm(range(steps), desc="training", disable=not progress, mininterval=1.0)
-    for _ in bar:
-        tokens = next_batch().to(device)
-        loss = lm_loss(model(tokens), tokens, model.config.pad_id)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
-    bar.close()
-    model.eval()
-    return losses
+    history = train(
+        model,
+        next_batch,
+        steps,
+        loss_fn=lambda model, tokens: lm_loss(model(tokens), tokens, model.config.pad_id),
+        make_optimizer=lambda params: torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay),
+        schedule=schedule,
+        clip_norm=clip_norm,
+        device=device,
+        progress=progress,
+    )
+    return history.loss
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Training: the warm-up learning-rate schedule, label smoothing, the training loop and
-checkpoints. (The course's number translator, its recipe and reference run: ``translator``.)
+checkpoints. The loop trains the translator by default and any model through its hooks (the GPT's
+``train_gpt``). (The course's number translator, its recipe and reference run: ``translator``.)
 
 Letters: B batch, T target length, V target vocabulary.
 """
@@ -12,13 +13,13 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from .data import Batch, NumberTranslation, Vocab
 from .i18n import error, say
@@ -96,7 +97,7 @@ def label_smoothed_cross_entropy(
 class History:
     """What happened during training, one entry per step (``val_*`` every ``eval_every``)."""
 
-    loss: list[float] = field(default_factory=list)  # training loss (label-smoothed)
+    loss: list[float] = field(default_factory=list)  # training loss (label-smoothed by default)
     lr: list[float] = field(default_factory=list)  # learning rate used at the step
     grad_norm: list[float] = field(default_factory=list)  # before clipping
     val_step: list[int] = field(default_factory=list)
@@ -114,8 +115,8 @@ class History:
 
 
 def train(
-    model: Transformer,
-    next_batch: Callable[[], Batch],
+    model: nn.Module,
+    next_batch: Callable[[], Batch | Tensor],
     steps: int,
     *,
     warmup: int = 400,
@@ -126,16 +127,20 @@ def train(
     val_batch: Batch | None = None,
     eval_every: int = 100,
     keep_best: bool = False,
-    callback: Callable[[int, Transformer], None] | None = None,
+    callback: Callable[[int, nn.Module], None] | None = None,
     device: torch.device | str | None = None,
     progress: bool = True,
     desc: str | None = None,
+    loss_fn: Callable[[nn.Module, Batch | Tensor], Tensor] | None = None,
+    make_optimizer: Callable[[Iterator[nn.Parameter]], torch.optim.Optimizer] | None = None,
+    schedule: Callable[[int], float] | None = None,
 ) -> History:
     """Train ``model`` with Adam, the warm-up schedule, label smoothing and gradient clipping.
 
     Args:
-        model: the Transformer (moved to ``device``).
-        next_batch: returns the next training :class:`~minitransformer.data.Batch`.
+        model: the Transformer, or any model ``loss_fn`` knows (moved to ``device``).
+        next_batch: returns the next training :class:`~minitransformer.data.Batch` (or
+            whatever ``loss_fn`` takes, with a ``.to(device)``).
         steps: optimiser steps.
         warmup, lr_factor: the schedule :func:`noam_lr` (peak at step ``warmup``).
         label_smoothing: ε of :func:`label_smoothed_cross_entropy`.
@@ -148,6 +153,13 @@ def train(
         device: where to train (default: the model's device).
         progress: show a ``tqdm`` progress bar.
 
+    Hooks, to train another model (``gpt.train_gpt``) with the same loop:
+        loss_fn: ``loss_fn(model, batch)`` -> the scalar training loss (default: the
+            translator's label-smoothed loss of ``batch.tgt_out`` given ``batch.src, batch.tgt_in``).
+        make_optimizer: ``make_optimizer(parameters)`` -> the optimiser (default: Adam with ``lr=1.0``).
+        schedule: multiplier of the optimiser's learning rate at each step, counted from 0
+            (default: :class:`NoamSchedule`, which with ``lr=1.0`` is :func:`noam_lr` itself).
+
     Returns:
         the :class:`History`.
     """
@@ -155,9 +167,18 @@ def train(
 
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
-    pad_id = model.config.pad_id
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=1e-9)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, NoamSchedule(model.config.d_model, warmup, lr_factor))
+
+    def translator_loss(model: nn.Module, batch: Batch) -> Tensor:
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+        return label_smoothed_cross_entropy(logits, batch.tgt_out, label_smoothing, model.config.pad_id)
+
+    def adam(parameters: Iterator[nn.Parameter]) -> torch.optim.Optimizer:
+        return torch.optim.Adam(parameters, lr=1.0, betas=betas, eps=1e-9)
+
+    loss_fn = loss_fn or translator_loss
+    optimizer = (make_optimizer or adam)(model.parameters())
+    schedule = schedule or NoamSchedule(model.config.d_model, warmup, lr_factor)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     history = History()
     val_batch = val_batch.to(device) if val_batch is not None else None
     if keep_best and val_batch is None:
@@ -168,15 +189,13 @@ def train(
     bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, mininterval=1.0)
     for step in bar:
         model.train()
-        batch = next_batch().to(device)
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss = label_smoothed_cross_entropy(logits, batch.tgt_out, label_smoothing, pad_id)
+        loss = loss_fn(model, next_batch().to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm if clip_norm else math.inf)
         history.lr.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
-        schedule.step()
+        scheduler.step()
         history.loss.append(loss.item())
         history.grad_norm.append(float(norm))
         if val_batch is not None and (step % eval_every == 0 or step == steps):
