@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .gpt import lm_loss
 from .i18n import check_lang, error, tr
 from .modern import ModernConfig, ModernTransformer
+from .train import train
 
 __all__ = [
     "AblationSetup",
@@ -152,11 +153,6 @@ def counting_task(setup: AblationSetup = FULL_SETUP):
     return corpus, next_batch, corpus.batch(setup.val_lines, random.Random(setup.val_seed))
 
 
-def _lm_loss(logits: Tensor, tokens: Tensor, pad_id: int) -> Tensor:
-    """Next-token cross-entropy, padding ignored. Shapes: logits (B, T, V), tokens (B, T)."""
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), ignore_index=pad_id)
-
-
 def _leaky_mask(T: int, device) -> Tensor:
     """The off-by-one causal mask: position t sees t + 1 too. Shapes: -> (1, 1, T, T)."""
     return torch.ones(T, T, dtype=torch.bool, device=device).tril(1)[None, None]
@@ -179,27 +175,26 @@ def train_variant(
     max_len = 2 * val_tokens.size(1) + 8
     torch.manual_seed(seed)
     model = variant.build(vocab_size, max_len, pad_id, setup)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=setup.lr, betas=(0.9, 0.95), weight_decay=setup.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / setup.steps))
-    )  # no warm-up
+
+    def loss(model: nn.Module, tokens: Tensor) -> Tensor:
+        mask = _leaky_mask(tokens.size(1), tokens.device) if variant.leaky_mask else None
+        return lm_loss(model(tokens, mask=mask) if mask is not None else model(tokens), tokens, pad_id)
+
     rng = random.Random(seed)
-    model.train()
-    for _ in range(setup.steps):
-        tokens = next_batch(rng)  # (B, T)
-        if variant.leaky_mask:
-            logits = model(tokens, mask=_leaky_mask(tokens.size(1), tokens.device))
-        else:
-            logits = model(tokens)
-        loss = _lm_loss(logits, tokens, pad_id)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), setup.clip_norm)
-        optimizer.step()
-        schedule.step()
-    model.eval()
+    train(
+        model,
+        lambda: next_batch(rng),  # (B, T)
+        setup.steps,
+        loss_fn=loss,
+        make_optimizer=lambda params: torch.optim.AdamW(
+            params, lr=setup.lr, betas=(0.9, 0.95), weight_decay=setup.weight_decay
+        ),
+        schedule=lambda step: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / setup.steps)),  # no warm-up
+        clip_norm=setup.clip_norm,
+        progress=False,
+    )
     with torch.no_grad():
-        return _lm_loss(model(val_tokens), val_tokens, pad_id).item()  # every model: the causal mask
+        return lm_loss(model(val_tokens), val_tokens, pad_id).item()  # every model: the causal mask
 
 
 def run_ablation(
