@@ -253,12 +253,13 @@ class MultiHeadAttention(nn.Module):
         """Queries, keys and values split into heads, (B, H, ·, Dh), through the cache if any."""
         if cache is not None and cache.static and cache.filled:  # cross-attention: keys and values
             return self._heads(self.W_q(query)), cache.k.transpose(1, 2), cache.v.transpose(1, 2)  # of the first step
-        if query is key is value and not torch.is_grad_enabled():
-            # self-attention at inference: one matrix product for the three projections, as
-            # nn.MultiheadAttention does (in training, three keep the gradients' sums as they were)
-            W = [self.W_q, self.W_k, self.W_v]
-            bias = torch.cat([w.bias for w in W]) if self.W_q.bias is not None else None
-            q, k, v = F.linear(query, torch.cat([w.weight for w in W]), bias).chunk(3, dim=-1)
+        if key is value and not torch.is_grad_enabled():
+            # at inference, the projections that read the same input share one matrix product, as in
+            # nn.MultiheadAttention (in training, separate products keep the gradients' sums as they were)
+            shared = (self.W_q, self.W_k, self.W_v) if query is key else (self.W_k, self.W_v)
+            bias = torch.cat([w.bias for w in shared]) if self.W_q.bias is not None else None
+            parts = F.linear(key, torch.cat([w.weight for w in shared]), bias).chunk(len(shared), dim=-1)
+            q, k, v = parts if query is key else (self.W_q(query), *parts)
         else:
             q, k, v = self.W_q(query), self.W_k(key), self.W_v(value)  # (B, ·, D) each
         if cache is not None:
