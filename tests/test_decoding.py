@@ -123,6 +123,54 @@ def test_wide_beam_is_exhaustive_search(seed):
         assert beam.scores[b].item() == pytest.approx(best, abs=1e-4)
 
 
+def textbook_beam(model, src_row: torch.Tensor, K: int, max_len: int) -> tuple[list[int], float]:
+    """Beam search for one source in plain Python, as the module docstring states it: the
+    K best unfinished prefixes go on; among the K best candidates of a step, those ending in
+    <eos> (at the last step, all of them) are finished outputs; stop once the best output
+    scores at least as high as every live prefix."""
+
+    def logp(prefix: tuple[int, ...]) -> list[float]:
+        logp = torch.log_softmax(model(src_row[None], torch.tensor([[BOS, *prefix]]))[0, -1].double(), dim=-1)
+        logp[[PAD, BOS]] = float("-inf")  # never generated
+        return logp.tolist()
+
+    alive, best = [((), 0.0)], ((), -math.inf)
+    for t in range(1, max_len + 1):
+        cands = [(p + (v,), s + lp) for p, s in alive for v, lp in enumerate(logp(p))]
+        cands.sort(key=lambda c: -c[1])
+        for seq, score in cands[:K]:
+            if (seq[-1] == EOS or t == max_len) and score > best[1]:
+                best = (seq, score)
+        alive = [c for c in cands if c[0][-1] != EOS][:K]
+        if best[1] >= alive[0][1]:
+            break
+    return list(best[0]), best[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("beam_size", [2, 3])
+def test_beam_is_the_textbook_search(seed, beam_size):
+    model, src = random_model(seed).eval(), random_src(seed, B=6)
+    out = beam_search(model, src, BOS, EOS, beam_size=beam_size, max_len=6, keep_greedy=False)
+    with torch.no_grad():
+        for b in range(src.size(0)):
+            tokens, score = textbook_beam(model, src[b], beam_size, max_len=6)
+            assert out.tokens[b].tolist() == tokens + [PAD] * (out.tokens.size(1) - len(tokens))
+            assert out.scores[b].item() == pytest.approx(score, abs=1e-4)
+
+
+@pytest.mark.parametrize("beam_size", [1, 2, 4])
+def test_batched_beam_equals_one_source_at_a_time(beam_size):
+    # Sources finish at different steps: those still searching must not disturb the others.
+    model, src = random_model(1), random_src(1, B=8)
+    out = beam_search(model, src, BOS, EOS, beam_size=beam_size, max_len=10)
+    for b in range(src.size(0)):
+        one = beam_search(model, src[b : b + 1], BOS, EOS, beam_size=beam_size, max_len=10)
+        assert out.tokens[b, : one.tokens.size(1)].tolist() == one.tokens[0].tolist()
+        assert (out.tokens[b, one.tokens.size(1) :] == PAD).all()
+        torch.testing.assert_close(out.scores[b], one.scores[0], rtol=0, atol=1e-5)
+
+
 def toy_step_pruning(prefix: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
     """A hand-made next-token distribution in which beam search (K = 2) prunes greedy's path.
 

@@ -49,42 +49,29 @@ def _default_max_len(model, src: Tensor) -> int:
     return min(model.config.max_len - 1, 2 * src.size(1) + 10)
 
 
-def _step_fn(model, src: Tensor, bos_id: int, repeat: int = 1) -> StepFn:
+def _step_fn(model, src: Tensor, bos_id: int, repeat: int = 1, cache=None) -> StepFn:
     """Encode ``src`` once; return the function that scores the next token of prefixes.
 
-    Row r of the prefixes belongs to source r // ``repeat``. ``<pad>`` and ``<bos>`` are
-    never chosen: their log-probabilities are set to -inf (the others keep their values,
-    so the scores stay the model's log-probabilities).
+    Row r of the prefixes belongs to source r // ``repeat``. With a key-value ``cache``
+    (``repeat`` = 1; see ``model.new_cache``) each call feeds the decoder only the tokens it
+    has not seen yet, for every source (a row not asked for is fed ``<pad>``), so that the
+    cache keeps one row per source. ``<pad>`` and ``<bos>`` are never chosen: their
+    log-probabilities are set to -inf (the others keep their values, so the scores stay the
+    model's log-probabilities).
     """
     memory, src_mask, _ = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-    banned = [model.config.pad_id, bos_id]
-
-    def step(prefix: Tensor, rows: Tensor) -> Tensor:
-        sources = rows // repeat  # (N,)
-        logits, _, _ = model.decode(prefix, memory[sources], src_mask[sources])  # (N, t, V)
-        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, V)
-        logp[:, banned] = float("-inf")
-        return logp
-
-    return step
-
-
-def _cached_step_fn(model, src: Tensor, bos_id: int) -> StepFn:
-    """Like :func:`_step_fn` (``repeat`` = 1), with a key-value cache: each call feeds the
-    decoder only the tokens it has not seen yet. Every row is computed at every step (a
-    finished row is fed ``<pad>``), so that the cache keeps one row per source."""
-    memory, src_mask, _ = model.encode(src)  # (B, S, D), (B, 1, 1, S)
     pad_id = model.config.pad_id
-    banned = [pad_id, bos_id]
-    cache = model.new_cache()
 
     def step(prefix: Tensor, rows: Tensor) -> Tensor:
-        seen = len(cache)
-        new = torch.full((src.size(0), prefix.size(1) - seen), pad_id, dtype=prefix.dtype, device=prefix.device)
-        new[rows] = prefix[:, seen:]  # (B, t - seen)
-        logits, _, _ = model.decode(new, memory, src_mask, cache=cache)  # (B, t - seen, V)
-        logp = torch.log_softmax(logits[rows, -1].float(), dim=-1)  # (N, V)
-        logp[:, banned] = float("-inf")
+        if cache is None:
+            sources = rows // repeat  # (N,)
+            last = model.decode(prefix, memory[sources], src_mask[sources])[0][:, -1]  # (N, V)
+        else:
+            new = prefix.new_full((src.size(0), prefix.size(1) - len(cache)), pad_id)  # (B, t - seen)
+            new[rows] = prefix[:, len(cache) :]
+            last = model.decode(new, memory, src_mask, cache=cache)[0][rows, -1]  # (N, V)
+        logp = torch.log_softmax(last.float(), dim=-1)  # (N, V)
+        logp[:, [pad_id, bos_id]] = float("-inf")
         return logp
 
     return step
@@ -141,67 +128,44 @@ def greedy_decode(
     """
     max_len = max_len or _default_max_len(model, src)
     with _eval_mode(model):
-        step = _cached_step_fn(model, src, bos_id) if use_cache else _step_fn(model, src, bos_id)
+        step = _step_fn(model, src, bos_id, cache=model.new_cache()) if use_cache else _step_fn(model, src, bos_id)
         return _greedy(step, src.size(0), bos_id, eos_id, model.config.pad_id, max_len, src.device)
 
 
 def _beam(
     step: StepFn, B: int, K: int, bos_id: int, eos_id: int, pad_id: int, max_len: int, device: torch.device
 ) -> Decoded:
-    alive = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # (B, K, t)
-    alive_scores = torch.full((B, K), float("-inf"), device=device)  # (B, K)
-    alive_scores[:, 0] = 0.0  # one live beam at the start: the others would be copies of it
-    best = torch.full((B, max_len), pad_id, dtype=torch.long, device=device)  # best finished output
+    """Keep each source's K best unfinished prefixes (rows b·K … b·K + K - 1) and its best output."""
+    prefix = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)  # (B·K, t)
+    scores = torch.full((B, K), float("-inf"), device=device)  # (B, K)
+    scores[:, 0] = 0.0  # one live beam at the start: the others would be copies of it
+    best = torch.full((B, max_len), pad_id, dtype=torch.long, device=device)  # (B, L) best output
     best_scores = torch.full((B,), float("-inf"), device=device)  # (B,)
-    open_ = torch.ones(B, dtype=torch.bool, device=device)  # sources still searching
-    beams = torch.arange(K, device=device)
-    for _ in range(max_len):
-        t = alive.size(2)
-        src = torch.nonzero(open_).flatten()  # (b,) only the open sources are computed
-        b = src.numel()
-        rows = (src[:, None] * K + beams).flatten()  # (b·K,)
-        logp = step(alive[src].view(b * K, t), rows)  # (b·K, V)
-        V = logp.size(-1)
-        cand = (alive_scores[src][..., None] + logp.view(b, K, V)).view(b, K * V)  # (b, K·V)
-        # At most K of the 2K best candidates end in <eos> (one per beam): K others stay alive.
-        top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=-1)  # (b, 2K), best first
-        beam_of, token = top_idx // V, top_idx % V  # (b, 2K) each
-        is_eos = token == eos_id
-        # A sequence finishes only if its <eos> ranks among the K best candidates (so that
-        # K = 1 is greedy decoding).
-        in_top_k = torch.arange(top_idx.size(1), device=device) < K  # (2K,)
-        fin_scores, fin_pos = top_scores.masked_fill(~(is_eos & in_top_k), float("-inf")).max(dim=-1)  # (b,)
-        better = fin_scores > best_scores[src]  # (b,)
-        if bool(better.any()):
-            fin_beam = beam_of.gather(1, fin_pos[:, None])  # (b, 1)
-            prefix = alive[src].gather(1, fin_beam[..., None].expand(b, 1, t)).squeeze(1)  # (b, t)
-            finished = torch.cat([prefix[:, 1:], torch.full_like(prefix[:, :1], eos_id)], dim=1)  # (b, t)
-            upd = src[better]
-            best[upd] = pad_id
-            best[upd, :t] = finished[better]
-            best_scores[upd] = fin_scores[better]
-        keep_scores, keep_pos = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (b, K)
-        keep_beam = beam_of.gather(1, keep_pos)  # (b, K)
-        keep_token = token.gather(1, keep_pos)  # (b, K)
-        grown = torch.cat(
-            [alive[src].gather(1, keep_beam[..., None].expand(b, K, t)), keep_token[..., None]], dim=2
-        )  # (b, K, t + 1)
-        alive = torch.cat([alive, torch.full_like(alive[..., :1], pad_id)], dim=2)  # (B, K, t + 1)
-        alive[src] = grown
-        alive_scores[src] = keep_scores
-        # Scores only go down: once no live beam beats the best finished one, the source is done.
-        open_ = best_scores < alive_scores.max(dim=-1).values  # (B,)
+    first = torch.arange(B, device=device) * K  # (B,) row of each source's first beam
+    for t in range(1, max_len + 1):
+        # Scores only go down: once no live beam beats the best output, the source is done.
+        open_ = best_scores < scores.max(dim=-1).values  # (B,)
         if not bool(open_.any()):
             break
-    # A source still open after max_len steps may end with its best live prefix.
-    top_score, top_beam = alive_scores.max(dim=-1)  # (B,)
-    take = top_score > best_scores  # (B,)
-    if bool(take.any()):
-        live = alive.gather(1, top_beam[:, None, None].expand(B, 1, alive.size(2))).squeeze(1)[:, 1:]  # (B, L)
-        width = min(max_len, live.size(1))
-        best[take] = pad_id
-        best[take, :width] = live[take, :width]
-        best_scores = torch.where(take, top_score, best_scores)
+        rows = torch.nonzero(open_.repeat_interleave(K)).flatten()  # (N,) only open sources are computed
+        logp = step(prefix[rows], rows)  # (N, V)
+        V = logp.size(-1)
+        logp = logp.new_full((B * K, V), float("-inf")).index_copy(0, rows, logp)  # (B·K, V), -inf if closed
+        cand = (scores.view(B * K, 1) + logp).view(B, K * V)  # (B, K·V): index k·V + v extends beam k by v
+        # Among the K best candidates, those ending in <eos> finish (so that K = 1 is greedy
+        # decoding), and at the last step all of them do.
+        top, pos = cand.topk(K, dim=-1)  # (B, K)
+        ends = (pos % V == eos_id) | (t == max_len)  # (B, K)
+        fin, at = top.masked_fill(~ends, float("-inf")).max(dim=-1)  # (B,)
+        fin_pos = pos.gather(1, at[:, None]).squeeze(1)  # (B,)
+        output = torch.cat([prefix[first + fin_pos // V, 1:], (fin_pos % V)[:, None]], dim=1)  # (B, t)
+        better = fin > best_scores  # (B,)
+        best[better, :t] = output[better]
+        best_scores = torch.where(better, fin, best_scores)
+        # The K best candidates that do not end in <eos> stay alive.
+        cand.view(B, K, V)[..., eos_id] = float("-inf")
+        scores, pos = cand.topk(K, dim=-1)  # (B, K)
+        prefix = torch.cat([prefix[(first[:, None] + pos // V).flatten()], (pos % V).view(B * K, 1)], dim=1)
     used = int((best != pad_id).sum(dim=1).max().clamp(min=1))
     return Decoded(best[:, :used], best_scores)
 
