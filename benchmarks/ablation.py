@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pprint
 import re
 import time
 from dataclasses import replace
@@ -60,7 +59,9 @@ def main() -> None:
         rounded = {name: [round(v, 4) for v in values] for name, values in results.items()}
         block = (
             f"# measured by benchmarks/ablation.py: seeds {args.seeds}, {setup.steps} steps\n"
-            f"MEASURED: dict[str, list[float]] = {pprint.pformat(rounded, width=110, sort_dicts=False)}\n"
+            "MEASURED: dict[str, list[float]] = {\n"
+            + "".join(f'    "{name}": {losses},\n' for name, losses in rounded.items())
+            + "}\n"
         )
         new, n = re.subn(
             r"# measured by benchmarks/ablation\.py.*?\n(MEASURED: .*?\}\n)", lambda m: block, text, flags=re.S
