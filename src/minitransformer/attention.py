@@ -253,15 +253,7 @@ class MultiHeadAttention(nn.Module):
         """Queries, keys and values split into heads, (B, H, ·, Dh), through the cache if any."""
         if cache is not None and cache.static and cache.filled:  # cross-attention: keys and values
             return self._heads(self.W_q(query)), cache.k.transpose(1, 2), cache.v.transpose(1, 2)  # of the first step
-        if key is value and not torch.is_grad_enabled():
-            # at inference, the projections that read the same input share one matrix product, as in
-            # nn.MultiheadAttention (in training, separate products keep the gradients' sums as they were)
-            shared = (self.W_q, self.W_k, self.W_v) if query is key else (self.W_k, self.W_v)
-            bias = torch.cat([w.bias for w in shared]) if self.W_q.bias is not None else None
-            parts = F.linear(key, torch.cat([w.weight for w in shared]), bias).chunk(len(shared), dim=-1)
-            q, k, v = parts if query is key else (self.W_q(query), *parts)
-        else:
-            q, k, v = self.W_q(query), self.W_k(key), self.W_v(value)  # (B, ·, D) each
+        q, k, v = self.W_q(query), self.W_k(key), self.W_v(value)  # (B, ·, D) each
         if cache is not None:
             k, v = cache.update(self._split(k), self._split(v))  # (B, S_cached + S, H, Dh)
             return self._heads(q), k.transpose(1, 2), v.transpose(1, 2)
