@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from .gpt import lm_loss
-from .i18n import check_lang, error, tr
+from .i18n import check_lang, decimal, error, tr
 from .modern import ModernConfig, ModernTransformer
 from .train import train
 
@@ -249,9 +249,8 @@ def format_table(results: dict[str, list[float]], lang: str = "es", digits: int 
     labels = {v.name: tr(lang, v.es, v.en) for v in VARIANTS}
 
     def num(x: float, sign: bool = False) -> str:
-        x = 0.0 if round(x, digits) == 0 else x  # no "-0.000"
-        text = f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
-        return text.replace(".", ",") if lang == "es" else text
+        text = decimal(x, digits, lang)
+        return "+" + text if sign and not text.startswith("-") else text
 
     n_seeds = max(len(v) for v in results.values())
     head = [

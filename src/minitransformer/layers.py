@@ -40,10 +40,10 @@ class FeedForward(nn.Module):
     Shapes: x (B, T, D) -> (B, T, D).
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
         super().__init__()
-        self.W_1 = nn.Linear(d_model, d_ff)
-        self.W_2 = nn.Linear(d_ff, d_model)
+        self.W_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.W_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.activation = make_activation(activation)
         self.dropout = nn.Dropout(dropout)
 

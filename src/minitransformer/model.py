@@ -134,7 +134,7 @@ class Embeddings(nn.Module):
 
     def forward(self, tokens: Tensor, token_type_ids: Tensor | None = None, offset: int = 0) -> Tensor:
         """``offset``: position of the first token (the length of a key-value cache).
-        The ids are not checked here: the model checks them once, before it embeds them."""
+        The ids are not checked here: the encoder and the decoder check them once, before they embed them."""
         x = self.position(self.token(tokens) * self.scale, offset)  # (B, L, D)
         if self.token_type is not None:
             if token_type_ids is None:
@@ -195,6 +195,7 @@ class Encoder(_Stack):
 
         Returns ``(memory, weights)``: (B, S, D) and one (B, H, S, S) map per layer.
         """
+        check_tokens(src, self.config.src_vocab_size, "src")
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         x = self.embeddings(src, token_type_ids)  # (B, S, D)
@@ -233,6 +234,7 @@ class Decoder(_Stack):
 
         Returns ``(x, self_weights, cross_weights)``: (B, T, D) and one map per layer.
         """
+        check_tokens(tgt, self.config.tgt_vocab_size, "tgt")
         offset = len(cache) if cache is not None else 0
         if cache is not None:
             _, cached_mask = cache.extend(tgt != self.config.pad_id)  # (B, 1, T, T_cached + T)
@@ -286,7 +288,6 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor, list[Tensor]]:
         """Shapes: src (B, S) -> memory (B, S, D), src_mask (B, 1, 1, S), encoder maps."""
-        check_tokens(src, self.config.src_vocab_size, "src")
         src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         memory, maps = self.encoder(src, src_mask)
         return memory, src_mask, maps
@@ -299,7 +300,6 @@ class Transformer(nn.Module):
 
         With ``cache`` (see :meth:`new_cache`), ``tgt`` holds only the tokens after the
         cached ones."""
-        check_tokens(tgt, self.config.tgt_vocab_size, "tgt")
         if tgt.size(0) != memory.size(0):
             raise error(
                 f"src y tgt tienen lotes de tamaño distinto: {memory.size(0)} y {tgt.size(0)}",

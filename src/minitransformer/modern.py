@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from .attention import causal_mask, check_heads, fast_attention, masked_softmax
 from .i18n import error
+from .layers import FeedForward
 from .model import check_tokens
 from .positional import sinusoidal_encoding
 
@@ -33,7 +34,6 @@ __all__ = [
     "RotaryEmbedding",
     "RMSNorm",
     "SwiGLU",
-    "PlainFeedForward",
     "GroupedQueryAttention",
     "ModernConfig",
     "ModernBlock",
@@ -148,27 +148,6 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.W_down(F.silu(self.W_gate(x)) * self.W_up(x))  # (..., D)
-
-
-class PlainFeedForward(nn.Module):
-    """The paper's feed-forward network W_2 act(W_1 x), here without biases by default.
-
-    Shapes: x (..., D) -> (..., D).
-    """
-
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = False):
-        super().__init__()
-        if activation not in ("relu", "gelu"):
-            raise error(
-                f"activation debe ser 'relu' o 'gelu', no {activation!r}",
-                f"activation must be 'relu' or 'gelu', got {activation!r}",
-            )
-        self.W_1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.W_2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.W_2(self.activation(self.W_1(x)))  # (..., D)
 
 
 # --- grouped-query attention ------------------------------------------------------------
@@ -348,7 +327,9 @@ class ModernBlock(nn.Module):
         if config.feed_forward == "swiglu":
             self.feed_forward = SwiGLU(config.d_model, config.d_ff, config.bias)
         else:
-            self.feed_forward = PlainFeedForward(config.d_model, config.d_ff, config.feed_forward, config.bias)
+            self.feed_forward = FeedForward(
+                config.d_model, config.d_ff, activation=config.feed_forward, bias=config.bias
+            )
         self.norm1, self.norm2 = _norm(config), _norm(config)
         self.dropout = nn.Dropout(config.dropout)
 
