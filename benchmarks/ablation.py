@@ -36,7 +36,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--write", action="store_true", help="store the table in minitransformer/ablation.py")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
     setup = replace(ablation.FULL_SETUP, steps=args.steps)
     corpus, next_batch, val_tokens = ablation.counting_task(setup)
     start = time.perf_counter()

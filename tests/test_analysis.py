@@ -4,6 +4,7 @@ import torch
 
 from minitransformer.analysis import (
     accuracy_by_digits,
+    attention_specificity,
     attention_to,
     classify_mistake,
     mistake_kind,
@@ -46,3 +47,18 @@ def test_attention_to_and_top_heads():
     values, flat = w.flatten().topk(3)
     assert top == [divmod(int(i), 3) for i in flat]
     assert top_heads(torch.tensor([[0.5, 0.9], [0.9, 0.1]]), 2) == [(0, 1), (1, 0)]  # ties: lower layer first
+
+
+def test_attention_specificity_against_a_column_head():
+    """Head 0 makes every token look at key 1 (a column); head 1 only from query 3."""
+    T = 5
+    column = torch.zeros(T, T)
+    column[:, 1] = 1.0
+    specific = torch.full((T, T), 1.0 / T)
+    specific[3] = 0.0
+    specific[3, 1] = 1.0
+    maps = [torch.stack([column, specific])[None]]  # one layer (1, H=2, T, T)
+    spec, baseline = attention_specificity(maps, query=3, key=1)
+    assert spec.shape == baseline.shape == (1, 2)
+    torch.testing.assert_close(baseline, torch.tensor([[1.0, 1.0 / T]]))
+    torch.testing.assert_close(spec, torch.tensor([[0.0, 1.0 - 1.0 / T]]))

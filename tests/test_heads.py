@@ -295,3 +295,12 @@ def test_check_attention_row(lang):
     for wrong, hint in cases:
         fb = check_attention_row(wrong, lang=lang)
         assert not fb and hint[lang == "en"] in str(fb), str(fb)
+
+
+def test_offline_page_without_the_packages_holds_the_note_not_a_broken_script(model, batch, tmp_path, monkeypatch):
+    monkeypatch.setattr(heads, "script_files", lambda: None)
+    maps = heads.translator_attention(model, *batch)
+    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    page = heads.write_offline_page(view, tmp_path / "h.html").read_text(encoding="utf-8")
+    note = heads.offline_scripts().data
+    assert note.startswith("<p>") and note in page and f"<script>\n{note}" not in page

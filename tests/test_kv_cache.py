@@ -162,5 +162,3 @@ def test_cache_mask_and_positions():
     positions, mask = cache.extend(torch.tensor([[True], [True]]))
     assert positions.tolist() == [[2], [3]] and mask.shape == (2, 1, 1, 4)
     assert mask[0, 0, 0].tolist() == [False, True, True, True]
-    cache.reorder(torch.tensor([1, 1]))
-    assert cache.count.tolist() == [4, 4]

@@ -30,6 +30,8 @@ from pathlib import Path
 import jinja2
 import nbformat
 
+from minitransformer.viz.heads import SCRIPTS
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LANGS = ("es", "en")
@@ -53,8 +55,8 @@ def package_dir(package: str) -> Path:
 ASSETS = {
     "reveal": ("sphinx_revealjs", "_static/revealjs"),
     "mathjax": ("jupyter_server_mathjax", "static"),
-    "require.js": ("nbclassic", "static/components/requirejs/require.js"),
-    "jquery.min.js": ("nbclassic", "static/components/jquery/jquery.min.js"),
+    "require.js": SCRIPTS["requirejs"],  # the same files the package's offline bertviz views use
+    "jquery.min.js": SCRIPTS["jquery"],
 }
 
 

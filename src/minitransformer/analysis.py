@@ -23,6 +23,7 @@ __all__ = [
     "mistakes_table",
     "stack_maps",
     "attention_to",
+    "attention_specificity",
     "top_heads",
 ]
 
@@ -134,6 +135,19 @@ def attention_to(maps: Sequence[Tensor], query: int, keys: int | Sequence[int], 
     if isinstance(keys, int):
         return w[:, :, query, keys]  # (L, H)
     return w[:, :, query, list(keys)]  # (L, H, K)
+
+
+def attention_specificity(maps: Sequence[Tensor], query: int, key: int, index: int = 0) -> tuple[Tensor, Tensor]:
+    """How much more ``query`` attends to ``key`` than the other tokens do, in every layer and head.
+
+    Returns ``(specificity, baseline)``, both (L, H): the weight from ``query`` to ``key`` minus
+    ``baseline``, the mean weight to ``key`` of every token other than ``query`` and ``key``.
+    A head that makes every token look at ``key`` (a column) has a high baseline and a low specificity.
+    """
+    w = stack_maps(maps, index)  # (L, H, T, S)
+    others = [j for j in range(w.size(2)) if j not in (query, key)]
+    baseline = w[:, :, others, key].mean(-1)  # (L, H)
+    return w[:, :, query, key] - baseline, baseline
 
 
 def top_heads(scores: Tensor, k: int = 3) -> list[tuple[int, int]]:

@@ -59,11 +59,6 @@ class AttentionCache:
             self.v = torch.cat([self.v, v], dim=1)  # (B, S + T, H, Dh)
         return self.k, self.v
 
-    def reorder(self, rows: Tensor) -> None:
-        """Keep the rows ``rows`` (in that order), e.g. after a beam-search step."""
-        if self.k is not None:
-            self.k, self.v = self.k[rows], self.v[rows]
-
     def nbytes(self) -> int:
         """Bytes held by the stored keys and values."""
         if self.k is None:
@@ -130,15 +125,6 @@ class KVCache:
         S = self.key_mask.size(1)
         causal = torch.ones(T, S, dtype=torch.bool, device=real.device).tril(diagonal=S - T)  # (T, S)
         return positions, causal[None, None] & self.key_mask[:, None, None, :]  # (B, 1, T, S)
-
-    def reorder(self, rows: Tensor) -> None:
-        """Keep the rows ``rows`` of every cached tensor (in that order)."""
-        for layer in self.layers:
-            layer.self_attn.reorder(rows)
-            if layer.cross_attn is not None:
-                layer.cross_attn.reorder(rows)
-        if self.key_mask is not None:
-            self.key_mask, self.count = self.key_mask[rows], self.count[rows]
 
     def nbytes(self) -> int:
         """Bytes of the keys and values stored in every layer."""
