@@ -15,8 +15,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..attention import causal_mask, combine_masks, padding_mask, scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
 from ..i18n import tr
+from ..model import target_mask
 from ._core import (
     COMMON_HINTS,
     Feedback,
@@ -666,7 +667,7 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
     H = 4
     for tokens, pad_id in cases:
         B, T = tokens.shape
-        want = combine_masks(padding_mask(tokens, pad_id), causal_mask(T))  # (B, 1, T, T)
+        want = target_mask(tokens, pad_id)  # (B, 1, T, T)
         got = tensor(lang, attempt(lang, decoder_mask, tokens.clone(), pad_id))
         if got.dtype != torch.bool:
             return HINTS(lang, "mask_not_bool", dtype=dtype_name(got))

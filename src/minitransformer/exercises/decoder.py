@@ -62,7 +62,6 @@ def _layer_variants(
     no_residual = n3(ff(x2))
     x1 = n1(x + sa(x, x, x, tgt_mask)[0])
     no_cross = n3(x1 + ff(x1))
-    x1 = n1(x + sa(x, x, x, tgt_mask)[0])
     x2 = n2(x1 + ca(x1, memory, memory, memory_mask)[0])
     no_last_norm = x2 + ff(x2)
     return [

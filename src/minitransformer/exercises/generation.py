@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..attention import scaled_dot_product_attention
 from ..sampling import top_k_filter, top_p_filter
 from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, num
 from .registry import explain
@@ -347,7 +348,10 @@ def check_cached_attention(fn, lang: str = "es") -> Feedback:
             bad = next(x for x in got if not isinstance(x, Tensor))
             return not_a_tensor(lang, bad)
         out, new_k, new_v = got
-        want_out, want_k, want_v = solution_my_cached_attention(q, k, v, k_cache, v_cache)
+        L = S + T
+        want_k, want_v = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
+        causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
+        want_out = scaled_dot_product_attention(q, want_k, want_v, causal)[0]
         shapes = (tuple(out.shape), tuple(new_k.shape), tuple(new_v.shape))
         expected = ((B, H, T, Dh), (B, H, S + T, Dh), (B, H, S + T, Dh))
         if S and shapes != expected and sorted(shapes) == sorted(expected):
@@ -407,15 +411,13 @@ def check_cached_attention(fn, lang: str = "es") -> Feedback:
             )
         if close(out, want_out, atol=1e-5):
             continue
-        L = S + T
-        causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=L - T)
-        if close(out, _attend(q, k, v, torch.ones(T, T, dtype=torch.bool).tril(), math.sqrt(Dh)), atol=1e-5):
+        if close(out, scaled_dot_product_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())[0], atol=1e-5):
             return not_yet(
                 lang,
                 "las consultas nuevas solo atienden a las claves nuevas: también deben ver las de la caché.",
                 "the new queries only attend to the new keys: they must also see the cached ones.",
             )
-        if T > 1 and close(out, _attend(q, want_k, want_v, None, math.sqrt(Dh)), atol=1e-5):
+        if T > 1 and close(out, scaled_dot_product_attention(q, want_k, want_v)[0], atol=1e-5):
             return not_yet(
                 lang,
                 "con varios tokens nuevos, cada uno no debe ver los nuevos que vienen después: "
@@ -423,7 +425,9 @@ def check_cached_attention(fn, lang: str = "es") -> Feedback:
                 "with several new tokens, none may see the new tokens after it: a causal mask is needed among them.",
             )
         if S and close(
-            out, _attend(q, want_k, want_v, torch.ones(T, L, dtype=torch.bool).tril(), math.sqrt(Dh)), atol=1e-5
+            out,
+            scaled_dot_product_attention(q, want_k, want_v, torch.ones(T, L, dtype=torch.bool).tril())[0],
+            atol=1e-5,
         ):
             return not_yet(
                 lang,

@@ -127,11 +127,12 @@ def _count_model(V: int, D: int, F: int, N: int, norm_first: bool) -> int:
 
 def _mistakes(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tuple[int, str, str]]:
     """What each typical mistake counts, with its hint; a mistake that does not apply to this
-    configuration counts right. ``right`` is the formula; the checker compares with the model itself."""
-    attn, ff, ln = 4 * (D * D + D), 2 * D * F + F + D, 2 * D
+    configuration counts right. ``right`` is the worked solution's formula; the checker compares
+    with the model itself."""
+    attn, ln = 4 * (D * D + D), 2 * D
     final = 2 * ln if norm_first else 0
     n_ln = 5 * N + (2 if norm_first else 0)
-    right = V * D + N * (attn + ff + 2 * ln) + N * (2 * attn + ff + 3 * ln) + V + final
+    right = solution_my_model_params(V, D, F, N, norm_first)
     no_bias = V * D + N * (4 * D * D + 2 * D * F + 2 * ln) + N * (8 * D * D + 2 * D * F + 3 * ln) + final
     return [
         (

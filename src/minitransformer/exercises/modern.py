@@ -255,7 +255,8 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str = "es") -> Fee
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
     cases = [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
     for n, (x, base) in enumerate(cases):
-        expected = _rope_with(x, base)
+        T, Dh = x.shape
+        expected = modern.apply_rope(x, *modern.rope_cos_sin(torch.arange(T), Dh, base), interleaved=True)
         wrongs = [
             (_rope_with(x, base, halves=True), "rope_halves"),
             (_rope_with(x, base, sign=-1.0), "rope_direction"),
