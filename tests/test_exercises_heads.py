@@ -9,27 +9,33 @@ import pytest
 import torch
 from feedback_asserts import assert_bank, bank
 
-from minitransformer.exercises.heads import check_attention_row, check_strongest_head
+from minitransformer.exercises.heads import (
+    check_attention_row,
+    check_strongest_head,
+    solution_attention_row,
+    solution_strongest_head,
+)
 
 LANGS = ("es", "en")
 
 
-def head_right(maps, query, key):
-    weights = torch.stack(maps)[:, 0, :, query, key]  # (L, H)
-    return divmod(int(weights.argmax()), weights.size(1))
-
-
 HEAD_MISTAKES = {
     "float tensor": (
-        lambda m, q, k: torch.tensor(head_right(m, q, k), dtype=torch.float32),
+        lambda m, q, k: torch.tensor(solution_strongest_head(m, q, k), dtype=torch.float32),
         {"es": "índices enteros, no float32", "en": "integer indices, not float32"},
     ),
     "floats": (
-        lambda m, q, k: tuple(float(i) for i in head_right(m, q, k)),
+        lambda m, q, k: tuple(float(i) for i in solution_strongest_head(m, q, k)),
         {"es": "no decimales", "en": "not floats"},
     ),
-    "(head, layer)": (lambda m, q, k: head_right(m, q, k)[::-1], {"es": "(cabeza, capa)", "en": "(head, layer)"}),
-    "key to query": (lambda m, q, k: head_right(m, k, q), {"es": "clave hacia la consulta", "en": "key to the query"}),
+    "(head, layer)": (
+        lambda m, q, k: solution_strongest_head(m, q, k)[::-1],
+        {"es": "(cabeza, capa)", "en": "(head, layer)"},
+    ),
+    "key to query": (
+        lambda m, q, k: solution_strongest_head(m, k, q),
+        {"es": "clave hacia la consulta", "en": "key to the query"},
+    ),
     "flat index": (lambda m, q, k: int(torch.stack(m)[:, 0, :, q, k].argmax()), {"es": "divmod", "en": "divmod"}),
     "weakest head": (
         lambda m, q, k: divmod(int(torch.stack(m)[:, 0, :, q, k].argmin()), m[0].size(1)),
@@ -41,19 +47,15 @@ HEAD_MISTAKES = {
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_strongest_head_accepts_tuples_lists_and_integer_tensors(lang):
-    assert check_strongest_head(head_right, lang=lang)
-    assert check_strongest_head(lambda m, q, k: list(head_right(m, q, k)), lang=lang)
-    assert check_strongest_head(lambda m, q, k: torch.tensor(head_right(m, q, k)), lang=lang)
+    assert check_strongest_head(solution_strongest_head, lang=lang)
+    assert check_strongest_head(lambda m, q, k: list(solution_strongest_head(m, q, k)), lang=lang)
+    assert check_strongest_head(lambda m, q, k: torch.tensor(solution_strongest_head(m, q, k)), lang=lang)
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_strongest_head_fallback_does_not_print_the_answer(lang):
     fb = check_strongest_head(HEAD_MISTAKES["weakest head"][0], lang=lang)
     assert ("la cabeza correcta es" if lang == "es" else "the right head is") not in str(fb)
-
-
-def row_right(q, k):
-    return torch.softmax(k @ q / math.sqrt(q.size(0)), dim=-1)
 
 
 ROW_MISTAKES = {
@@ -66,7 +68,7 @@ ROW_MISTAKES = {
         lambda q, k: k @ q / math.sqrt(q.size(0)),
         {"es": "esas son las puntuaciones", "en": "those are the scores"},
     ),
-    "list": (lambda q, k: row_right(q, k).tolist(), {"es": "no list", "en": "not list"}),
+    "list": (lambda q, k: solution_attention_row(q, k).tolist(), {"es": "no list", "en": "not list"}),
     "q @ k": (
         lambda q, k: torch.softmax(q @ k / math.sqrt(q.size(0)), -1),
         {"es": "RuntimeError", "en": "RuntimeError"},

@@ -10,7 +10,14 @@ from feedback_asserts import assert_bank, assert_rejected, bank
 from feedback_asserts import assert_correct as assert_accepted
 
 from minitransformer.exercises import model as ex
-from minitransformer.exercises.model import check_model_params, check_output_probabilities, check_scaled_embeddings
+from minitransformer.exercises.model import (
+    check_model_params,
+    check_output_probabilities,
+    check_scaled_embeddings,
+    solution_my_embed,
+    solution_my_model_params,
+    solution_my_output_probabilities,
+)
 
 LANGS = ["es", "en"]
 
@@ -26,10 +33,6 @@ def test_unfinished_stub_is_reported(check, lang):
 
 
 # ---- exercise 1: scaled embeddings ------------------------------------------------------------------
-
-
-def embed_right(tokens, table, pe):
-    return table[tokens] * math.sqrt(table.size(1)) + pe[: tokens.size(1)]
 
 
 def embed_in_place(tokens, table, pe):
@@ -56,13 +59,13 @@ EMBED_MISTAKES = {
         {"es": "T primeras posiciones", "en": "first T positions"},
     ),
     "modifies the table": (embed_in_place, {"es": "modifica", "en": "modifies"}),
-    "numpy array": (lambda t, w, pe: embed_right(t, w, pe).numpy(), {"es": "tensor", "en": "tensor"}),
+    "numpy array": (lambda t, w, pe: solution_my_embed(t, w, pe).numpy(), {"es": "tensor", "en": "tensor"}),
 }
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_embeddings_accept_right_answer_and_the_package(lang):
-    assert_accepted(check_scaled_embeddings(embed_right, lang=lang), lang)
+    assert_accepted(check_scaled_embeddings(solution_my_embed, lang=lang), lang)
 
 
 def test_embeddings_match_the_package_embeddings():
@@ -74,26 +77,16 @@ def test_embeddings_match_the_package_embeddings():
     emb = Embeddings(13, config).eval()
     tokens = torch.randint(0, 13, (2, 7))
     with torch.no_grad():
-        ours = embed_right(tokens, emb.token.weight, sinusoidal_encoding(9, 18))
+        ours = solution_my_embed(tokens, emb.token.weight, sinusoidal_encoding(9, 18))
         torch.testing.assert_close(ours, emb(tokens))
 
 
 # ---- exercise 2: parameter count ----------------------------------------------------------------------
 
 
-def params_right(V, D, F, N, norm_first):
-    attention = 4 * (D * D + D)
-    feed_forward = D * F + F + F * D + D
-    layer_norm = 2 * D
-    encoder = N * (attention + feed_forward + 2 * layer_norm)
-    decoder = N * (2 * attention + feed_forward + 3 * layer_norm)
-    final = 2 * layer_norm if norm_first else 0
-    return V * D + encoder + decoder + V + final
-
-
 def _with(delta):
     """A wrong answer: the right count plus ``delta(V, D, F, N, norm_first)``."""
-    return lambda *a: params_right(*a) + delta(*a)
+    return lambda *a: solution_my_model_params(*a) + delta(*a)
 
 
 PARAM_MISTAKES = {
@@ -134,8 +127,8 @@ PARAM_MISTAKES = {
         },
     ),
     "something else": (_with(lambda V, D, F, N, nf: 7), {"es": "te sobran 7", "en": "7 parameters too many"}),
-    "a float": (lambda *a: params_right(*a) + 0.5, {"es": "entero, no 63", "en": "whole number, not 63"}),
-    "a string": (lambda *a: str(params_right(*a)), {"es": "entero", "en": "whole number"}),
+    "a float": (lambda *a: solution_my_model_params(*a) + 0.5, {"es": "entero, no 63", "en": "whole number, not 63"}),
+    "a string": (lambda *a: str(solution_my_model_params(*a)), {"es": "entero", "en": "whole number"}),
 }
 
 
@@ -150,21 +143,21 @@ PARAM_MISTAKES["no biases at all"] = (params_no_bias, {"es": "sesgo", "en": "bia
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_params_accept_right_answer(lang):
-    assert_accepted(check_model_params(params_right, lang=lang), lang)
+    assert_accepted(check_model_params(solution_my_model_params, lang=lang), lang)
 
 
 def test_params_accept_numpy_and_torch_integers():
     import numpy as np
 
-    assert check_model_params(lambda *a: np.int64(params_right(*a)), lang="en").ok
-    assert check_model_params(lambda *a: torch.tensor(params_right(*a)), lang="en").ok
+    assert check_model_params(lambda *a: np.int64(solution_my_model_params(*a)), lang="en").ok
+    assert check_model_params(lambda *a: torch.tensor(solution_my_model_params(*a)), lang="en").ok
 
 
 def test_param_hints_are_unambiguous_over_the_cases():
     """Over all the cases together, every typical mistake gives counts of its own, different from the right ones
     (in one case alone some coincide: with d_ff = 4·D, no feed-forward biases and no LayerNorms do)."""
     right = tuple(ex._count_model(*case) for case in ex._PARAM_CASES)
-    assert right == tuple(params_right(*case) for case in ex._PARAM_CASES)
+    assert right == tuple(solution_my_model_params(*case) for case in ex._PARAM_CASES)
     per_case = [ex._mistakes(*case) for case in ex._PARAM_CASES]
     wrong = [tuple(mistakes[i][0] for mistakes in per_case) for i in range(len(per_case[0]))]
     assert right not in wrong
@@ -184,10 +177,6 @@ def test_paper_base_model_count():
 # ---- exercise 3: output probabilities -------------------------------------------------------------
 
 
-def probs_right(h, weight, bias):
-    return torch.softmax(h @ weight.T + bias, dim=-1)
-
-
 PROB_MISTAKES = {
     "logits": (lambda h, w, b: h @ w.T + b, {"es": "falta el softmax", "en": "softmax that turns"}),
     "log_softmax": (lambda h, w, b: torch.log_softmax(h @ w.T + b, dim=-1), {"es": "log_softmax", "en": "log_softmax"}),
@@ -202,7 +191,7 @@ PROB_MISTAKES = {
     ),
     "sigmoid": (lambda h, w, b: torch.sigmoid(h @ w.T + b), {"es": "sigmoide", "en": "sigmoid"}),
     "no transpose": (lambda h, w, b: torch.softmax(h @ w + b, dim=-1), {"es": "RuntimeError", "en": "RuntimeError"}),
-    "wrong shape": (lambda h, w, b: probs_right(h, w, b)[:, -1], {"es": "forma", "en": "shape"}),
+    "wrong shape": (lambda h, w, b: solution_my_output_probabilities(h, w, b)[:, -1], {"es": "forma", "en": "shape"}),
     "other": (
         lambda h, w, b: torch.full((h.size(0), h.size(1), w.size(0)), 1.0 / w.size(0)),
         {"es": "no coincide", "en": "does not match"},
@@ -216,7 +205,7 @@ PROB_MISTAKES = {
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_probabilities_accept_right_answer(lang):
-    assert_accepted(check_output_probabilities(probs_right, lang=lang), lang)
+    assert_accepted(check_output_probabilities(solution_my_output_probabilities, lang=lang), lang)
 
 
 def test_probabilities_accept_the_package_generator():

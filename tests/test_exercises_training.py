@@ -7,7 +7,13 @@ import torch
 import torch.nn.functional as F
 from feedback_asserts import assert_bank, bank
 
-from minitransformer.exercises.training import check_noam_lr, check_shift_targets, check_smoothed_targets
+from minitransformer.exercises.training import (
+    check_noam_lr,
+    check_shift_targets,
+    check_smoothed_targets,
+    solution_my_noam_lr,
+    solution_my_smoothed_targets,
+)
 
 
 def stub(*args):
@@ -85,10 +91,6 @@ def test_the_smoothed_target_is_the_one_pytorch_uses():
 LANGS = ("es", "en")
 
 
-def noam_right(step, d_model, warmup):
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-
 NOAM_MISTAKES = {
     "only the decay": (
         lambda s, d, w: d**-0.5 * s**-0.5,
@@ -111,15 +113,15 @@ NOAM_MISTAKES = {
         {"es": "-1,5, no -0,5", "en": "-1.5, not -0.5"},
     ),
     "hard-coded d_model": (
-        lambda s, d, w: noam_right(s, 512, w),
+        lambda s, d, w: solution_my_noam_lr(s, 512, w),
         {"es": "no usas el argumento `d_model`", "en": "you do not use the `d_model` argument"},
     ),
     "hard-coded warmup": (
-        lambda s, d, w: noam_right(s, d, 4000),
+        lambda s, d, w: solution_my_noam_lr(s, d, 4000),
         {"es": "no usas el argumento `warmup`", "en": "you do not use the `warmup` argument"},
     ),
     "something else": (
-        lambda s, d, w: 2 * noam_right(s, d, w),
+        lambda s, d, w: 2 * solution_my_noam_lr(s, d, w),
         {
             "es": "se esperaba 1,74693e-07 y devuelves 3,49386e-07",
             "en": "the expected value is 1.74693e-07, you return 3.49386e-07",
@@ -185,13 +187,9 @@ def test_shift_targets_fallback_does_not_print_the_answer(lang):
     assert "[1, 7, 8, 9], [7, 8, 9, 2]" not in str(fb)  # the right pair for the first case
 
 
-def smooth_right(target, V, eps):
-    return (1 - eps) * F.one_hot(target, V).float() + eps / V
-
-
 SMOOTH_MISTAKES = {
     "eps hard-coded 0.1": (
-        lambda t, V, e: smooth_right(t, V, 0.1),
+        lambda t, V, e: solution_my_smoothed_targets(t, V, 0.1),
         {"es": "no usas el argumento `eps`", "en": "you do not use the `eps` argument"},
     ),
     "V hard-coded 5 in the share": (
@@ -199,7 +197,7 @@ SMOOTH_MISTAKES = {
         {"es": "usa el argumento `vocab_size`", "en": "use the `vocab_size` argument"},
     ),
     "V hard-coded 5 everywhere": (
-        lambda t, V, e: smooth_right(t, 5, e) if int(t.max()) < 5 else torch.zeros(len(t), 5),
+        lambda t, V, e: solution_my_smoothed_targets(t, 5, e) if int(t.max()) < 5 else torch.zeros(len(t), 5),
         {"es": "¿usas el argumento `vocab_size`?", "en": "do you use the `vocab_size` argument?"},
     ),
     "(1 - eps) without + eps/V": (
@@ -212,7 +210,7 @@ SMOOTH_MISTAKES = {
         {"es": "¿usas el argumento `vocab_size`?", "en": "do you use the `vocab_size` argument?"},
     ),
     "rows sum to 1, values off": (
-        lambda t, V, e: smooth_right(t, V, e / 2),
+        lambda t, V, e: solution_my_smoothed_targets(t, V, e / 2),
         {"es": "las filas suman 1 pero", "en": "the rows sum to 1 but"},
     ),
 }

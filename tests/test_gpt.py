@@ -7,7 +7,6 @@ import random
 import pytest
 import torch
 
-from minitransformer import i18n
 from minitransformer.corpus import CountingCorpus
 from minitransformer.gpt import GPT, GPTConfig, from_gpt2, generate, lm_loss, train_gpt
 
@@ -146,12 +145,9 @@ BAD = [
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 @pytest.mark.parametrize("call, es, en", BAD)
-def test_bad_input_raises_in_the_current_language(lang, call, es, en):
+def test_bad_input_raises_in_the_current_language(lang, call, es, en, language):
     model = tiny()
-    i18n.set_language(lang)
-    try:
-        with pytest.raises(ValueError) as info:
-            call(model)
-        assert (es if lang == "es" else en) in str(info.value)
-    finally:
-        i18n.set_language("en")
+    language(lang)
+    with pytest.raises(ValueError) as info:
+        call(model)
+    assert (es if lang == "es" else en) in str(info.value)

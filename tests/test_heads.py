@@ -11,7 +11,6 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -40,12 +39,6 @@ def batch():
     src = torch.tensor([[3, 4, 5, 2, 0], [6, 7, 8, 9, 2]])
     tgt = torch.tensor([[1, 10, 11], [1, 4, 5]])
     return src, tgt
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_translator_attention_is_the_models_own_eval_forward(model, batch):

@@ -102,14 +102,6 @@ def test_every_error_has_two_different_texts():
         assert es != en, f"{where}: the Spanish text is the English one"
 
 
-@pytest.fixture
-def language():
-    """Set the package's language for one test, and put English back afterwards."""
-    before = i18n.language()
-    yield i18n.set_language
-    i18n.set_language(before)
-
-
 def _model() -> Transformer:
     torch.manual_seed(0)
     return Transformer(
@@ -224,8 +216,6 @@ def _figure_texts(fig) -> list[str]:
 def test_figures_write_decimals_the_readers_way(lang):
     import re
 
-    import matplotlib.pyplot as plt
-
     from minitransformer.viz.attention import plot_attention
     from minitransformer.viz.positional import plot_waves
 
@@ -241,12 +231,9 @@ def test_figures_write_decimals_the_readers_way(lang):
             assert points == [] and commas
         else:
             assert commas == [] and points
-        plt.close(fig)
 
 
 def test_head_grid_tick_labels_do_not_overlap():
-    import matplotlib.pyplot as plt
-
     from minitransformer.viz.attention import plot_heads
 
     words = ["el", "perro", "ladra", "<pad>", "<pad>", "<pad>"]
@@ -264,7 +251,6 @@ def test_head_grid_tick_labels_do_not_overlap():
             spacing = min(ticks[1:] - ticks[:-1])
             height = labels[0].get_fontsize() * fig.dpi / 72
             assert spacing * math.sin(math.radians(labels[0].get_rotation())) > height, "x tick labels overlap"
-    plt.close(fig)
 
 
 def test_mistake_kinds_print_in_the_readers_language():

@@ -17,7 +17,7 @@ from minitransformer.attention import (
     fast_attention,
     scaled_dot_product_attention,
 )
-from minitransformer.i18n import CourseError, set_language
+from minitransformer.i18n import CourseError
 from minitransformer.modern import (
     GroupedQueryAttention,
     ModernConfig,
@@ -318,15 +318,12 @@ def test_model_trains():
         (lambda: GroupedQueryAttention(32, 4)(torch.randn(1, 3, 16)), "d_model = 32", "d_model = 32"),
     ],
 )
-def test_bad_input_raises_in_the_current_language(lang, make, es, en):
-    set_language(lang)
-    try:
-        with pytest.raises(ValueError) as info:
-            make()
-        assert isinstance(info.value, CourseError)
-        assert (es if lang == "es" else en) in str(info.value)
-    finally:
-        set_language("en")
+def test_bad_input_raises_in_the_current_language(lang, make, es, en, language):
+    language(lang)
+    with pytest.raises(ValueError) as info:
+        make()
+    assert isinstance(info.value, CourseError)
+    assert (es if lang == "es" else en) in str(info.value)
 
 
 # --- the online softmax -----------------------------------------------------------------

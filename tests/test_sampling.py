@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minitransformer import i18n
 from minitransformer.sampling import (
     apply_temperature,
     next_token_probs,
@@ -124,12 +123,9 @@ BAD = [
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 @pytest.mark.parametrize("call, es, en", BAD)
-def test_bad_arguments_raise_in_the_current_language(lang, call, es, en, logits):
-    i18n.set_language(lang)
-    try:
-        with pytest.raises(ValueError) as info:
-            call(logits)
-        assert (es if lang == "es" else en) in str(info.value)
-        assert str(info.value) == (info.value.es if lang == "es" else info.value.en)
-    finally:
-        i18n.set_language("en")
+def test_bad_arguments_raise_in_the_current_language(lang, call, es, en, logits, language):
+    language(lang)
+    with pytest.raises(ValueError) as info:
+        call(logits)
+    assert (es if lang == "es" else en) in str(info.value)
+    assert str(info.value) == (info.value.es if lang == "es" else info.value.en)

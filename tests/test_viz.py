@@ -12,7 +12,6 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.image as mpimg  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
@@ -56,12 +55,6 @@ ENGLISH_ONLY = [
     "Concat",
     "head",
 ]
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.mark.parametrize("name", DIAGRAMS)

@@ -6,7 +6,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -20,12 +19,6 @@ from minitransformer.viz.attention import (  # noqa: E402
     plot_masks,
     plot_scaling,
 )
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def texts(fig: Figure) -> str:

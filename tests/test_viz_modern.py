@@ -6,7 +6,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -18,7 +17,6 @@ from minitransformer.viz.modern import plot_ablation, plot_attention_cost, plot_
 def test_rope_scores(lang, word):
     fig = plot_rope_scores(torch.randn(8, 8), lang=lang)
     assert word in fig.axes[0].get_xlabel()
-    plt.close(fig)
 
 
 @pytest.mark.parametrize("lang,word", [("es", "longitud"), ("en", "length")])
@@ -29,7 +27,6 @@ def test_attention_cost(lang, word):
     fig.canvas.draw()
     if lang == "es":
         assert any("," in t.get_text() for t in fig.axes[1].get_yticklabels())
-    plt.close(fig)
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -38,4 +35,3 @@ def test_ablation_figure(lang):
     fig = plot_ablation(MEASURED, labels, lang=lang)
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert ticks[0] == labels["modern"] and len(ticks) == len(MEASURED)
-    plt.close(fig)
