@@ -225,6 +225,8 @@ ONLINE_WRONG = [
     (lambda s, b: s.softmax(-1), "forbidden"),
     (lambda s, b: torch.exp(s - torch.logsumexp(s, -1, keepdim=True)), "forbidden"),
     (lambda s, b: torch.exp(F.log_softmax(s, -1)), "forbidden"),
+    (lambda s, b: torch.special.log_softmax(s, -1).exp(), "forbidden"),
+    (lambda s, b: torch._softmax(s, -1, False), "forbidden"),
     (lambda s, b: modern.online_softmax(s, b), "forbidden"),
     (
         lambda s, b: (
