@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from .i18n import error
+from .runtime import eval_mode
 
 __all__ = ["Decoded", "greedy_decode", "beam_search", "sequence_log_prob", "translate"]
 
@@ -77,19 +78,6 @@ def _step_fn(model, src: Tensor, bos_id: int, repeat: int = 1, cache=None) -> St
     return step
 
 
-class _eval_mode:
-    """Put the model in eval mode for a search, restore its mode afterwards."""
-
-    def __init__(self, model):
-        self.model, self.was_training = model, model.training
-
-    def __enter__(self):
-        self.model.eval()
-
-    def __exit__(self, *exc):
-        self.model.train(self.was_training)
-
-
 def _greedy(step: StepFn, B: int, bos_id: int, eos_id: int, pad_id: int, max_len: int, device: torch.device) -> Decoded:
     ys = torch.full((B, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
     scores = torch.zeros(B, device=device)
@@ -127,7 +115,7 @@ def greedy_decode(
         :class:`Decoded` with tokens (B, L) and scores (B,).
     """
     max_len = max_len or _default_max_len(model, src)
-    with _eval_mode(model):
+    with eval_mode(model):
         step = _step_fn(model, src, bos_id, cache=model.new_cache()) if use_cache else _step_fn(model, src, bos_id)
         return _greedy(step, src.size(0), bos_id, eos_id, model.config.pad_id, max_len, src.device)
 
@@ -195,7 +183,7 @@ def beam_search(
         raise error(f"beam_size debe ser al menos 1, no {beam_size}", f"beam_size must be at least 1, got {beam_size}")
     max_len = max_len or _default_max_len(model, src)
     B, pad_id = src.size(0), model.config.pad_id
-    with _eval_mode(model):
+    with eval_mode(model):
         step = _step_fn(model, src, bos_id, repeat=beam_size)
         result = _beam(step, B, beam_size, bos_id, eos_id, pad_id, max_len, src.device)
         if keep_greedy:
@@ -222,7 +210,7 @@ def sequence_log_prob(model, src: Tensor, out: Tensor, bos_id: int) -> Tensor:
     Shapes: src (B, S), out (B, L) as returned by the searches -> (B,).
     """
     pad_id = model.config.pad_id
-    with _eval_mode(model):
+    with eval_mode(model):
         tgt_in = torch.cat([torch.full_like(out[:, :1], bos_id), out[:, :-1]], dim=1)  # (B, L)
         logp = torch.log_softmax(model(src, tgt_in).float(), dim=-1)  # (B, L, V)
         token_logp = logp.gather(-1, out[..., None]).squeeze(-1)  # (B, L)

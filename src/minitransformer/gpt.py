@@ -41,6 +41,7 @@ from .i18n import error
 from .kv_cache import KVCache
 from .layers import EncoderLayer
 from .model import check_tokens
+from .runtime import eval_mode
 from .sampling import check_temperature, check_top_k, check_top_p, sample_next_token
 
 __all__ = [
@@ -290,9 +291,7 @@ def generate(
             f"model's context ({config.max_len} tokens, max_len)",
         )
     fill = config.pad_id if config.pad_id is not None else eos_id
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         tokens = prompt
         cache = model.new_cache() if use_cache else None
         done = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
@@ -310,8 +309,6 @@ def generate(
             if eos_id is not None and bool(done.all()):
                 break
         return tokens
-    finally:
-        model.train(was_training)
 
 
 # ---------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -84,3 +86,14 @@ def setup(seed: int = 0, lang: str | None = None) -> torch.device:
 
     mpl.rcParams.update(FIGURE_STYLE)
     return default_device()
+
+
+@contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Run the block with ``model`` in eval mode (no dropout), then give it back its own mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from .data import Batch, NumberTranslation, Vocab
 from .i18n import error, say
 from .model import Transformer, TransformerConfig
-from .runtime import default_device
+from .runtime import default_device, eval_mode
 
 __all__ = [
     "noam_lr",
@@ -220,12 +220,9 @@ def train(
 @torch.no_grad()
 def validation_loss(model: Transformer, batch: Batch) -> float:
     """Plain (unsmoothed) cross-entropy of a batch, in eval mode."""
-    was_training = model.training
-    model.eval()
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.config.pad_id)
-    model.train(was_training)
-    return loss.item()
+    with eval_mode(model):
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.config.pad_id).item()
 
 
 # ---------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from ..analysis import stack_maps
 from ..i18n import error, say, tr
 from ..model import AttentionMaps
+from ..runtime import eval_mode
 from .attention import heatmap
 from .style import localise, to_numpy
 
@@ -61,12 +62,8 @@ def translator_attention(model: nn.Module, src: Tensor, tgt: Tensor) -> Attentio
     Shapes: src (B, S), tgt (B, T) -> maps: encoder L × (B, H, S, S), decoder_self
     L × (B, H, T, T), cross L × (B, H, T, S).
     """
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         _, maps = model(src, tgt, return_attention=True)
-    finally:
-        model.train(was_training)
     return maps
 
 
