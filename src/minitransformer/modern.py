@@ -15,6 +15,8 @@ Hkv key/value heads, G = H / Hkv query heads per key/value head, Dh d_head, V vo
 from __future__ import annotations
 
 import math
+import time
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .attention import causal_mask, check_heads, fast_attention, masked_softmax
-from .i18n import error
+from .i18n import error, say
 from .layers import FeedForward
 from .model import check_tokens
 from .positional import sinusoidal_encoding
@@ -41,6 +43,10 @@ __all__ = [
     "from_llama",
     "online_softmax",
     "online_attention",
+    "FUSED_BACKENDS",
+    "BackendRun",
+    "run_backend",
+    "compare_backends",
 ]
 
 
@@ -536,3 +542,73 @@ def online_attention(q: Tensor, k: Tensor, v: Tensor, block_size: int = 16) -> T
         out = out * correction + p @ v[..., start : start + block_size, :]
         m = m_new
     return out / l
+
+
+# --- PyTorch's attention backends -----------------------------------------------------------
+
+# The fused backends of ``F.scaled_dot_product_attention``, in the order they are tried. PyTorch
+# has no FlashAttention kernel for GPUs older than Ampere (Colab's free T4, for one); there the
+# memory-efficient backend, which also never holds the whole matrix, runs instead.
+FUSED_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION")
+
+
+@dataclass
+class BackendRun:
+    """One timed call of ``F.scaled_dot_product_attention`` restricted to one backend."""
+
+    name: str  # the ``torch.nn.attention.SDPBackend`` name: MATH, FLASH_ATTENTION, ...
+    output: Tensor
+    ms: float  # wall-clock time of the call, after a warm-up call
+    peak_mib: float | None  # memory the call added at its peak, in MiB (CUDA only; None elsewhere)
+
+
+def run_backend(name: str, q: Tensor, k: Tensor, v: Tensor, is_causal: bool = True) -> BackendRun:
+    """Time ``F.scaled_dot_product_attention(q, k, v)`` with only the backend ``name``.
+
+    Raises PyTorch's ``RuntimeError`` when that backend cannot run these inputs (device,
+    dtype, shapes).
+
+    Shapes: q (B, H, T, Dh), k (B, H, S, Dh), v (B, H, S, Dv) -> output (B, H, T, Dv).
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    cuda = q.device.type == "cuda"
+    with sdpa_kernel(getattr(SDPBackend, name)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch explains every kernel it cannot use
+            F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)  # warm-up
+        if cuda:
+            torch.cuda.synchronize(q.device)
+            torch.cuda.reset_peak_memory_stats(q.device)
+            before = torch.cuda.memory_allocated(q.device)
+        start = time.perf_counter()
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        if cuda:
+            torch.cuda.synchronize(q.device)
+        ms = (time.perf_counter() - start) * 1000
+    peak = (torch.cuda.max_memory_allocated(q.device) - before) / 2**20 if cuda else None
+    return BackendRun(name, out, ms, peak)
+
+
+def compare_backends(q: Tensor, k: Tensor, v: Tensor, is_causal: bool = True) -> tuple[BackendRun, BackendRun]:
+    """The math backend (it builds the T × S matrix) and the first of :data:`FUSED_BACKENDS`
+    that runs on these inputs, each timed on one call.
+
+    Shapes: q (B, H, T, Dh), k (B, H, S, Dh), v (B, H, S, Dv).
+    """
+    math_run = run_backend("MATH", q, k, v, is_causal)
+    for name in FUSED_BACKENDS:
+        try:
+            return math_run, run_backend(name, q, k, v, is_causal)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except RuntimeError:
+            continue  # this backend has no kernel for this device, dtype or shape: the next one
+    raise RuntimeError(
+        say(
+            f"ningún backend fusionado ({', '.join(FUSED_BACKENDS)}) puede calcular esta atención "
+            f"en {q.device.type} con {str(q.dtype).removeprefix('torch.')}",
+            f"no fused backend ({', '.join(FUSED_BACKENDS)}) can compute this attention "
+            f"on {q.device.type} with {str(q.dtype).removeprefix('torch.')}",
+        )
+    )
