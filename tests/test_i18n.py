@@ -204,6 +204,25 @@ def test_decimal_and_integer_follow_the_language(language):
     assert i18n.decimal(1.5, 1) == "1.5" and i18n.integer(250_666) == "250 666"  # one separator for both
 
 
+def test_decimal_commas_change_only_decimal_points_and_only_in_spanish(language):
+    text = "τ = 1.5, top-p = 0.9: 97.3 % of 1e-05 lines. Done."
+    assert i18n.decimal_commas(text, "es") == "τ = 1,5, top-p = 0,9: 97,3 % of 1e-05 lines. Done."
+    assert i18n.decimal_commas(text, "en") == text
+    language("es")
+    assert i18n.decimal_commas("0.25") == "0,25"
+    language("en")
+    assert i18n.decimal_commas("0.25") == "0.25"
+
+
+def test_number_ticks_are_short_and_follow_the_language():
+    from minitransformer.viz.style import number_ticks
+
+    assert [number_ticks("es")(x) for x in (0.0, 0.25, 1000.0, 1.5e-5)] == ["0", "0,25", "1000", "1,5e-05"]
+    assert [number_ticks("en")(x) for x in (0.0, 0.25)] == ["0", "0.25"]
+    with pytest.raises(ValueError):
+        number_ticks("fr")
+
+
 def _figure_texts(fig) -> list[str]:
     """Every text drawn on the figure, tick labels included."""
     import matplotlib.text

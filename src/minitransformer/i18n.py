@@ -6,6 +6,8 @@ notebooks, figures and exercise messages use these terms.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "LANGS",
     "GLOSSARY",
@@ -17,6 +19,7 @@ __all__ = [
     "CourseError",
     "error",
     "decimal",
+    "decimal_commas",
     "integer",
 ]
 
@@ -171,7 +174,16 @@ def decimal(x: float, digits: int = 2, lang: str | None = None) -> str:
     text = f"{float(x):.{digits}f}"
     if text.startswith("-") and float(text) == 0:
         text = text[1:]  # no "-0.00"
-    return text.replace(".", ",") if (lang or _language) == "es" else text
+    return decimal_commas(text, lang)
+
+
+_DECIMAL_POINT = re.compile(r"(\d)\.(\d)")
+
+
+def decimal_commas(text: str, lang: str | None = None) -> str:
+    """``text`` with the decimal point of every number as a comma in Spanish ("τ = 0.5" ->
+    "τ = 0,5"); unchanged in English. ``lang`` defaults to the package's messages' language."""
+    return _DECIMAL_POINT.sub(r"\1,\2", text) if (lang or _language) == "es" else text
 
 
 def integer(n: int) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..i18n import tr
+from ..i18n import decimal_commas, tr
 
 __all__ = [
     "COMMON_HINTS",
@@ -114,8 +114,7 @@ COMMON_HINTS: dict[str, tuple[str, str]] = {
 
 def num(lang: str, x: float, digits: int = 4) -> str:
     """``x`` rounded to ``digits`` significant figures, with a decimal comma in Spanish."""
-    text = f"{float(x):.{digits}g}"
-    return text.replace(".", ",") if lang == "es" else text
+    return decimal_commas(f"{float(x):.{digits}g}", lang)
 
 
 class Unfinished(Exception):

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
+from ..i18n import decimal
 from ..sampling import top_k_filter, top_p_filter
 from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, num
 from .registry import explain
@@ -285,7 +286,7 @@ def check_top_p(fn, lang: str = "es") -> Feedback:
                 "the most to the least likely token, and return the result in the vocabulary's order.",
             )
         if bool((mass < p - 1e-6).any()):
-            kept_es = f"{mass.min().item():.2f}".replace(".", ",")
+            kept_es = decimal(mass.min().item(), 2, "es")
             return not_yet(
                 lang,
                 f"con p = {p_es} la masa que conservas ({kept_es}) no llega a p: el token "

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ..i18n import decimal_commas
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
 from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_yet, stop, tensor, type_name
@@ -216,7 +217,7 @@ def _whole_number(lang: str, got) -> int:
     except (TypeError, ValueError, OverflowError, RuntimeError):
         ok = False
     if not ok:
-        shown = (str(got).replace(".", ",") if lang == "es" else str(got)) if isinstance(got, float) else type_name(got)
+        shown = decimal_commas(str(got), lang) if isinstance(got, float) else type_name(got)
         raise stop(
             not_yet(
                 lang,

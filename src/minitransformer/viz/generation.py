@@ -8,18 +8,11 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
-from ..i18n import tr
-from .style import to_numpy
+from ..i18n import decimal, tr
+from .style import number_ticks, to_numpy
 
 __all__ = ["plot_next_token", "plot_validity_diversity", "plot_step_times"]
-
-
-def _decimal_axis(axis, lang: str) -> None:
-    """Tick labels with a decimal comma in Spanish."""
-    if lang == "es":
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}".replace(".", ",")))
 
 
 def plot_next_token(
@@ -49,12 +42,12 @@ def plot_next_token(
         ax.set_ylim(0, 1)
         ax.set_title(label, fontsize=12)
         ax.grid(axis="y", alpha=0.3)
-        _decimal_axis(ax.yaxis, lang)
+        ax.yaxis.set_major_formatter(number_ticks(lang))
         shown = p[order].sum()
         ax.text(
             0.98,
             0.95,
-            tr(lang, f"{top} primeros: {shown:.2f}".replace(".", ","), f"top {top}: {shown:.2f}"),
+            tr(lang, f"{top} primeros: {decimal(shown, 2, lang)}", f"top {top}: {decimal(shown, 2, lang)}"),
             transform=ax.transAxes,
             ha="right",
             va="top",
@@ -87,8 +80,8 @@ def plot_validity_diversity(
     ax.set_ylabel(tr(lang, "líneas válidas (%)", "valid lines (%)"))
     ax.set_xlim(-3, 105)
     ax.grid(alpha=0.3)
-    _decimal_axis(ax.xaxis, lang)
-    _decimal_axis(ax.yaxis, lang)
+    ax.xaxis.set_major_formatter(number_ticks(lang))
+    ax.yaxis.set_major_formatter(number_ticks(lang))
     ax.set_title(title if title is not None else tr(lang, "Validez frente a diversidad", "Validity against diversity"))
     return fig
 
@@ -113,7 +106,7 @@ def plot_step_times(
     ax.set_ylabel(tr(lang, "ms por token generado", "ms per generated token"))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    _decimal_axis(ax.yaxis, lang)
+    ax.yaxis.set_major_formatter(number_ticks(lang))
     ax.legend()
     ax.set_title(
         title

@@ -7,22 +7,12 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import NullFormatter
 
 from ..i18n import check_lang, tr
-from .style import to_numpy
+from .style import number_ticks, to_numpy
 
 __all__ = ["plot_rope_scores", "plot_attention_cost", "plot_ablation"]
-
-
-def _decimal(lang: str) -> FuncFormatter:
-    """Tick labels with a decimal comma in Spanish."""
-
-    def fmt(x, _pos):
-        text = f"{x:g}"
-        return text.replace(".", ",") if lang == "es" else text
-
-    return FuncFormatter(fmt)
 
 
 def plot_rope_scores(scores, lang: str = "es", title: str | None = None) -> Figure:
@@ -43,7 +33,7 @@ def plot_rope_scores(scores, lang: str = "es", title: str | None = None) -> Figu
     )
     ax.spines[:].set_visible(False)
     cbar = fig.colorbar(im, ax=ax, shrink=0.85, label=tr(lang, "puntuación", "score"))
-    cbar.ax.yaxis.set_major_formatter(_decimal(lang))
+    cbar.ax.yaxis.set_major_formatter(number_ticks(lang))
     return fig
 
 
@@ -77,7 +67,7 @@ def plot_attention_cost(
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(T, [str(int(t)) for t in T])
-        ax.yaxis.set_major_formatter(_decimal(lang))
+        ax.yaxis.set_major_formatter(number_ticks(lang))
         ax.set_xlabel(tr(lang, "longitud de la secuencia T", "sequence length T"))
         ax.set_ylabel(ylabel)
         ax.set_title(title)
@@ -110,7 +100,7 @@ def plot_ablation(
         t for t in (0.25, 0.5, 1, 2, 4, 8, 16, 32) if min(means) / 2 <= t <= 2 * max(max(results[n]) for n in names)
     ]
     ax.set_xticks(ticks)
-    ax.xaxis.set_major_formatter(_decimal(lang))
+    ax.xaxis.set_major_formatter(number_ticks(lang))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(
         tr(

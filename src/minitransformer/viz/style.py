@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.ticker import Formatter
+from matplotlib.ticker import Formatter, FuncFormatter
 
-from ..i18n import check_lang
+from ..i18n import check_lang, decimal_commas
 
 
 def to_numpy(x) -> np.ndarray:
@@ -52,7 +52,13 @@ class _DecimalComma(Formatter):
 
 def _comma(text: str) -> str:
     # inside mathtext a bare "," is punctuation followed by a space: "{,}" is the digit separator
-    return _NUMBER.sub(r"\1{,}\2" if "$" in text else r"\1,\2", text)
+    return _NUMBER.sub(r"\1{,}\2", text) if "$" in text else decimal_commas(text, "es")
+
+
+def number_ticks(lang: str) -> FuncFormatter:
+    """Tick labels as short as the number (0, 0.25, 1e+03: ``:g``), with a decimal comma in Spanish."""
+    check_lang(lang)
+    return FuncFormatter(lambda x, _pos: decimal_commas(f"{x:g}", lang))
 
 
 def localise(fig: Figure, lang: str) -> Figure:
