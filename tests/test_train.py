@@ -132,6 +132,21 @@ def test_history_records_the_schedule_and_clipping():
     assert h.seconds > 0 and h.cpu_seconds >= 0
 
 
+@pytest.mark.parametrize("lang, label", [("es", "pérdida="), ("en", "loss=")])
+def test_progress_bar_speaks_the_language(lang, label, language, capsys):
+    language(lang)
+    torch.manual_seed(0)
+    task = ReverseDigits(1, 4)
+    config = TransformerConfig(
+        src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0, max_len=16
+    )
+    history = train(Transformer(config), lambda: task.train_batch(4), 3, warmup=2, progress=True, desc="x")
+    bar = capsys.readouterr().err
+    shown = f"{history.loss[-1]:.3f}"
+    assert f"{label}{shown.replace('.', ',') if lang == 'es' else shown}" in bar
+    assert ("loss" in bar) == (lang == "en")
+
+
 def test_gradient_clipping_bounds_the_update(monkeypatch):
     torch.manual_seed(0)
     task = ReverseDigits(1, 4)

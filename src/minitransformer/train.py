@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .data import Batch, NumberTranslation, Vocab
-from .i18n import error, say
+from .i18n import decimal, error, say
 from .model import Transformer, TransformerConfig
 from .runtime import default_device, eval_mode
 
@@ -207,7 +207,7 @@ def train(
         if callback is not None:
             callback(step, model)
         if step % 50 == 0 or step == steps:
-            bar.set_postfix(loss=f"{history.loss[-1]:.3f}", refresh=False)
+            bar.set_postfix_str(f"{say('pérdida', 'loss')}={decimal(history.loss[-1], 3)}", refresh=False)
     bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
