@@ -1,5 +1,6 @@
 """The measurements of a model's output: kinds of mistakes, accuracy by length, where heads attend."""
 
+import pytest
 import torch
 
 from minitransformer.analysis import (
@@ -9,6 +10,7 @@ from minitransformer.analysis import (
     classify_mistake,
     mistake_kind,
     mistakes_table,
+    stack_maps,
     top_heads,
 )
 
@@ -34,6 +36,16 @@ def test_mistakes_table():
     assert mistakes_table([], "es") == "(ningún error)"
 
 
+def test_stack_maps_takes_batched_or_single_maps():
+    maps = [torch.rand(2, 3, 5, 5) for _ in range(4)]  # L=4 maps of (B, H, T, S)
+    torch.testing.assert_close(stack_maps(maps, 1), torch.stack([m[1] for m in maps]))
+    torch.testing.assert_close(stack_maps([m[1] for m in maps]), stack_maps(maps, 1))  # (H, T, S) maps
+    with pytest.raises(ValueError, match=r"\(H, T, S\)"):
+        stack_maps([torch.rand(5, 5)])
+    with pytest.raises(ValueError):
+        stack_maps([])
+
+
 def test_attention_to_and_top_heads():
     torch.manual_seed(2)
     maps = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(4)]  # L=4, H=3
@@ -44,7 +56,7 @@ def test_attention_to_and_top_heads():
     assert both.shape == (4, 3, 2)
     torch.testing.assert_close(both[..., 1], stacked[:, :, 2, 0])
     top = top_heads(w, 3)
-    values, flat = w.flatten().topk(3)
+    _, flat = w.flatten().topk(3)
     assert top == [divmod(int(i), 3) for i in flat]
     assert top_heads(torch.tensor([[0.5, 0.9], [0.9, 0.1]]), 2) == [(0, 1), (1, 0)]  # ties: lower layer first
 

@@ -20,7 +20,9 @@ def test_generation_figures(lang):
     bars = fig.axes[1].patches
     assert len(bars) == 8 and sum(b.get_height() > 0 for b in bars) == 5  # the filter's zeros are drawn empty
     assert fig.axes[0].get_ylabel() == ("probabilidad" if lang == "es" else "probability")
-    fig = plot_validity_diversity({"x": (0.9, 0.5), "y": (1.0, 0.01)}, lang=lang)
+    fig = plot_validity_diversity({"τ = 0.5": (0.9, 0.5), "y": (1.0, 0.01)}, lang=lang)
     assert len(fig.axes[0].lines) == 2
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["τ = 0,5" if lang == "es" else "τ = 0.5", "y"]  # the labels' numbers the reader's way
     fig = plot_step_times([1, 2, 3], {"a": [0.001, 0.002, 0.003], "b": [0.001] * 3}, lang=lang)
     assert fig.axes[0].lines[0].get_ydata().tolist() == [1.0, 2.0, 3.0]  # milliseconds

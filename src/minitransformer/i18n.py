@@ -180,10 +180,11 @@ def decimal(x: float, digits: int = 2, lang: str | None = None) -> str:
 _DECIMAL_POINT = re.compile(r"(\d)\.(\d)")
 
 
-def decimal_commas(text: str, lang: str | None = None) -> str:
+def decimal_commas(text: str, lang: str | None = None, comma: str = ",") -> str:
     """``text`` with the decimal point of every number as a comma in Spanish ("τ = 0.5" ->
-    "τ = 0,5"); unchanged in English. ``lang`` defaults to the package's messages' language."""
-    return _DECIMAL_POINT.sub(r"\1,\2", text) if (lang or _language) == "es" else text
+    "τ = 0,5"); unchanged in English. ``lang`` defaults to the package's messages' language;
+    ``comma`` is what replaces the point (matplotlib's mathtext wants ``"{,}"``)."""
+    return _DECIMAL_POINT.sub(rf"\1{comma}\2", text) if (lang or _language) == "es" else text
 
 
 def integer(n: int) -> str:

@@ -604,11 +604,10 @@ def compare_backends(q: Tensor, k: Tensor, v: Tensor, is_causal: bool = True) ->
             raise
         except RuntimeError:
             continue  # this backend has no kernel for this device, dtype or shape: the next one
+    tried, dtype = ", ".join(FUSED_BACKENDS), str(q.dtype).removeprefix("torch.")
     raise RuntimeError(
         say(
-            f"ningún backend fusionado ({', '.join(FUSED_BACKENDS)}) puede calcular esta atención "
-            f"en {q.device.type} con {str(q.dtype).removeprefix('torch.')}",
-            f"no fused backend ({', '.join(FUSED_BACKENDS)}) can compute this attention "
-            f"on {q.device.type} with {str(q.dtype).removeprefix('torch.')}",
+            f"ningún backend fusionado ({tried}) puede calcular esta atención en {q.device.type} con {dtype}",
+            f"no fused backend ({tried}) can compute this attention on {q.device.type} with {dtype}",
         )
     )

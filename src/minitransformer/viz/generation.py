@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..i18n import decimal, tr
-from .style import number_ticks, to_numpy
+from .style import localise, number_ticks, to_numpy
 
 __all__ = ["plot_next_token", "plot_validity_diversity", "plot_step_times"]
 
@@ -83,7 +83,7 @@ def plot_validity_diversity(
     ax.xaxis.set_major_formatter(number_ticks(lang))
     ax.yaxis.set_major_formatter(number_ticks(lang))
     ax.set_title(title if title is not None else tr(lang, "Validez frente a diversidad", "Validity against diversity"))
-    return fig
+    return localise(fig, lang)  # the labels' numbers too: τ = 0,5
 
 
 def plot_step_times(

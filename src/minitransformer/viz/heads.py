@@ -576,8 +576,10 @@ def write_offline_page(view: Any, path: str | os.PathLike, title: str = "bertviz
         )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from IPython.display import Javascript
+
     scripts = offline_scripts()  # JavaScript, or without the packages a note in HTML
-    head = f"<script>\n{scripts.data}\n</script>" if script_files() is not None else scripts.data
+    head = f"<script>\n{scripts.data}\n</script>" if isinstance(scripts, Javascript) else scripts.data
     path.write_text(
         f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n</head>\n<body>\n'
         f"{head}\n{html}\n</body>\n</html>\n",

@@ -3,8 +3,6 @@ arrays it draws (:func:`to_numpy`). The figure style itself is ``runtime.FIGURE_
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import torch
 from matplotlib.figure import Figure
@@ -19,9 +17,6 @@ def to_numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         return x.detach().float().cpu().numpy()
     return np.asarray(x, dtype=float)
-
-
-_NUMBER = re.compile(r"(\d)\.(\d)")
 
 
 class _DecimalComma(Formatter):
@@ -52,7 +47,7 @@ class _DecimalComma(Formatter):
 
 def _comma(text: str) -> str:
     # inside mathtext a bare "," is punctuation followed by a space: "{,}" is the digit separator
-    return _NUMBER.sub(r"\1{,}\2", text) if "$" in text else decimal_commas(text, "es")
+    return decimal_commas(text, "es", "{,}" if "$" in text else ",")
 
 
 def number_ticks(lang: str) -> FuncFormatter:

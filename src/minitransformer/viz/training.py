@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..analysis import accuracy_by_digits
-from ..i18n import decimal_commas, tr
+from ..i18n import tr
 from .style import localise, to_numpy
 
 __all__ = [
@@ -126,7 +126,7 @@ def plot_accuracy_by_digits(
         acc = [100 * r / t for r, t in table.values()]
         x = np.arange(len(digits)) + (i - (len(labels) - 1) / 2) * width
         bars = ax.bar(x, acc, width, label=label)
-        texts = [decimal_commas(f"{a:.1f}".removesuffix(".0"), lang) for a in acc]
+        texts = [f"{a:.1f}".removesuffix(".0") for a in acc]  # localise below writes 12,5 in Spanish
         ax.bar_label(bars, labels=texts, fontsize=10, padding=3, rotation=90 if len(labels) > 2 else 0)
     ax.set_xticks(range(len(digits)), labels=[str(d) for d in digits])
     ax.set_xlabel(tr(lang, "cifras del número", "digits in the number"))
