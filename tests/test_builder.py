@@ -64,6 +64,7 @@ def repo(tmp_path, monkeypatch):
     monkeypatch.setattr(nbt, "ROOT", tmp_path)
     monkeypatch.setattr(nbt, "SOURCE_DIR", source)
     monkeypatch.setattr(nbt, "README", tmp_path / "README.md")
+    monkeypatch.setattr(nbt, "check_profile", lambda new=False: None)  # tests/test_numerics.py tries it
     nbt.build(verbose=False)
     return tmp_path
 

@@ -2,23 +2,30 @@
 
     python tools/make_reference.py
 
-Run it on the machine kind that stores the notebooks' outputs (2 threads, as the runners use),
-after any change to the model, its initialisation, the task or NUMBER_RECIPE; then re-execute
-notebooks 07 and 08. The file holds the final weights (lowest validation loss) and the
-snapshots after REFERENCE_SNAPSHOTS steps.
+It trains under the stored outputs' numerics profile (``minitransformer.numerics.PROFILE``; the
+script restarts itself under it, since those settings act from a process's start). Run it after
+any change to the model, its initialisation, the task or NUMBER_RECIPE; then re-execute notebooks
+07 and 08. The file holds the final weights (lowest validation loss) and the snapshots after
+REFERENCE_SNAPSHOTS steps.
 """
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
 
-from minitransformer.runtime import STORED_THREADS
+from minitransformer.numerics import PROFILE
+from minitransformer.runtime import THREADS_ENV
 from minitransformer.translator import REFERENCE_FILE, REFERENCE_SNAPSHOTS, save_checkpoint, train_number_translator
 
 ROOT = Path(__file__).resolve().parents[1]
 
 if __name__ == "__main__":
-    torch.set_num_threads(STORED_THREADS)
+    if any(os.environ.get(name) != value for name, value in PROFILE.items()):
+        sys.exit(subprocess.call([sys.executable, __file__], env={**os.environ, **PROFILE}))
+    torch.set_num_threads(int(PROFILE[THREADS_ENV]))
     trained = train_number_translator(seed=0, device="cpu", snapshot_steps=REFERENCE_SNAPSHOTS)
     path = save_checkpoint(ROOT / "src" / "minitransformer" / "reference_runs" / REFERENCE_FILE, trained)
     print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -6,6 +6,7 @@
                                                # bring an edit made in JupyterLab back to the source
     python tools/notebooks.py check            # fail if a notebook is not what its source builds
     python tools/notebooks.py readme           # refresh only the README's list of notebooks
+    python tools/notebooks.py numerics [07 ...]  # list the cells whose outputs depend on the numerics
 
 Each notebook pair has one source file, ``notebooks/source/NN_<slug>.md``: a Markdown file
 whose blocks start with a marker line
@@ -20,8 +21,13 @@ Inside code, «texto|text» is replaced by the Spanish or the English text (comm
 render in JupyterLab, on GitHub and in Colab. The builder adds the title cell (with the
 "Open in Colab" badge) and the setup cell in front of every notebook.
 
-Execution is deterministic: fixed seed and thread count (set by the setup cell), no timing
-metadata, no widget state. A cell's id is derived from its content (``es-03-<hash>``, with
+Execution is deterministic: the numerics profile of the stored outputs
+(``minitransformer.numerics.PROFILE``: threads, CPU kernels, MKL's path; the seed of the setup
+cell), no timing metadata, no widget state. ``run`` first checks that this machine reproduces
+that profile (its fingerprint, kept in ``notebooks/numerics.json``) and refuses to store outputs
+that the others would not reproduce. ``numerics`` executes copies of the English notebooks under
+other profiles (:data:`FOREIGN_PROFILES`) and records, in the same file, the cells whose outputs
+change: on a machine that does not reproduce the profile, the test run compares all the others. A cell's id is derived from its content (``es-03-<hash>``, with
 ``-2``, ``-3`` for repeated cells), so inserting a cell leaves the other ids unchanged.
 Building keeps the stored outputs of every cell whose source did not change; changed cells
 are left without outputs until ``run`` executes the pair again.
@@ -34,8 +40,10 @@ import base64
 import difflib
 import hashlib
 import io
+import json
 import os
 import re
+import shutil
 import sys
 import time
 import tokenize
@@ -62,6 +70,14 @@ INLINE = re.compile(rf"«({_ES_SIDE})\|([^«»|]*)»")
 SWAP = re.compile(r"«(?:[^«»]|«[^«»]*»)*»")
 IMAGE = re.compile(r"!\[([^\]]*)\]\((img/[^)\s]+)\)")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+# The profiles a notebook's cells are classified under (``numerics``): CI's second leg (one thread,
+# another seed, MKL's own choice of path), and PyTorch's plain CPU kernels on three threads at the
+# stored seed.
+FOREIGN_PROFILES = (
+    {"MINITRANSFORMER_THREADS": "1", "MINITRANSFORMER_SEED": "1", "MKL_CBWR": "AUTO"},
+    {"ATEN_CPU_CAPABILITY": "default", "MINITRANSFORMER_THREADS": "3"},
+)
+IGNORE_OUTPUT = "# NBVAL_IGNORE_OUTPUT"
 
 
 def repository() -> str:
@@ -598,9 +614,12 @@ def import_notebook(path: Path) -> list[str]:
     return notes
 
 
-def execute(path: Path, timeout: int = 900) -> float:
-    """Execute one notebook in place, deterministically. Returns the seconds it took."""
+def execute(path: Path, timeout: int = 900, profile: dict[str, str] | None = None) -> float:
+    """Execute one notebook in place, deterministically, under the stored outputs' numerics profile
+    (or under ``profile`` where it sets a variable). Returns the seconds it took."""
     from nbclient import NotebookClient
+
+    from minitransformer.numerics import profile_environ
 
     nb = nbformat.read(path, as_version=4)
     for cell in nb["cells"]:
@@ -609,9 +628,8 @@ def execute(path: Path, timeout: int = 900) -> float:
             cell["execution_count"] = None
             cell["metadata"] = {}
     env_backup = dict(os.environ)
-    os.environ.update({"PYTHONHASHSEED": "0", "TQDM_MININTERVAL": "1000"})
-    # Stored outputs are computed with a fixed thread count (runtime.STORED_THREADS).
-    os.environ.setdefault("MINITRANSFORMER_THREADS", "2")  # runtime.STORED_THREADS
+    os.environ.update({"PYTHONHASHSEED": "0", "TQDM_MININTERVAL": "1000", **(profile or {})})
+    os.environ.update(profile_environ())
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle threads sleep; results unchanged
     start = time.perf_counter()
     try:
@@ -622,6 +640,7 @@ def execute(path: Path, timeout: int = 900) -> float:
             resources={"metadata": {"path": str(path.parent)}},
             record_timing=False,
             store_widget_state=False,
+            coalesce_streams=True,  # one output per stream, however the kernel flushed it
         )
         client.execute()
     finally:
@@ -636,6 +655,117 @@ def execute(path: Path, timeout: int = 900) -> float:
             cell["metadata"] = {}
     nbformat.write(nb, path)
     return seconds
+
+
+# ---------------------------------------------------------------------------------------
+# numerics: the profile the stored outputs are computed under, and the cells that depend on it
+# ---------------------------------------------------------------------------------------
+
+
+def numerics_path() -> Path:
+    return ROOT / "notebooks" / "numerics.json"
+
+
+def read_numerics() -> dict:
+    path = numerics_path()
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"fingerprint": None, "cells": {}}
+
+
+def write_numerics(data: dict) -> None:
+    data = {"fingerprint": data["fingerprint"], "cells": dict(sorted(data["cells"].items()))}
+    numerics_path().write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def code_digest(src: Source) -> str:
+    """A digest of a notebook's code cells (their content-derived keys): the classification of its
+    cells is current while it does not change."""
+    keys = [k for (kind, _), k in zip(src.cells, cell_keys(src), strict=True) if kind == "code"]
+    return hashlib.sha1("\n".join(keys).encode()).hexdigest()[:12]
+
+
+def check_profile(new: bool = False) -> str | None:
+    """None when this machine reproduces the stored outputs' profile (or, with ``new``, after making
+    this machine's fingerprint the stored one); otherwise the reason not to store outputs here."""
+    from minitransformer.numerics import differences, measure, user_language, verdict
+
+    data = read_numerics()
+    measured = measure()
+    if data["fingerprint"] is not None and not differences(measured, data["fingerprint"]):
+        return None
+    if new:
+        write_numerics({**data, "fingerprint": measured})
+        return None
+    said = verdict(measured, data["fingerprint"] or {}, user_language()) if data["fingerprint"] else ""
+    return (
+        f"{said}\nOutputs stored here would not be those of the other notebooks. Run this on a machine that "
+        "reproduces the profile, or re-run every notebook here with `run --new-profile` (all of them, in one go)."
+    )
+
+
+def outputs_text(cell: nbformat.NotebookNode) -> str:
+    """What nbval compares of a code cell's outputs (text, HTML, JavaScript, streams, errors), sanitised
+    as the test run sanitises them."""
+    kept = []
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "stream":  # consecutive writes to one stream are one text
+            if kept and kept[-1][0] == out["name"]:
+                kept[-1][1] += out["text"]
+            else:
+                kept.append([out["name"], out["text"]])
+        elif out["output_type"] == "error":
+            kept.append(["error", out["ename"], out["evalue"]])
+        else:
+            data = out.get("data", {})
+            kept += [
+                [mime, data[mime]] for mime in ("text/plain", "text/html", "application/javascript") if mime in data
+            ]
+    text = json.dumps(kept, ensure_ascii=False)
+    config = ROOT / "tests" / "nbval_sanitize.cfg"
+    if config.exists():
+        import configparser
+
+        parser = configparser.ConfigParser()
+        parser.read(config, encoding="utf-8")
+        for section in parser.sections():
+            text = re.sub(parser[section]["regex"], parser[section]["replace"], text)
+    return text
+
+
+def classify(numbers: list[str] | None = None) -> dict[str, list[str]]:
+    """Execute copies of the English notebooks under each of :data:`FOREIGN_PROFILES` and record in
+    ``notebooks/numerics.json`` the cells whose outputs differ from the stored ones (by key, the
+    same in both languages). Returns them per notebook."""
+    data = read_numerics()
+    found: dict[str, list[str]] = {}
+    for src in sources(numbers):
+        path = src.notebook_path("en")
+        stored = nbformat.read(path, as_version=4)
+        dependent: set[str] = set()
+        for profile in FOREIGN_PROFILES:
+            copy = path.with_name(f".numerics-{path.name}")  # same folder: same working directory and files
+            shutil.copy(path, copy)
+            try:
+                seconds = execute(copy, profile=profile)
+                ran = nbformat.read(copy, as_version=4)
+            finally:
+                copy.unlink(missing_ok=True)
+            print(f"executed {path.name} under {profile} in {seconds:.1f} s", flush=True)
+            for before, after in zip(stored["cells"], ran["cells"], strict=True):
+                if before["cell_type"] != "code" or before["source"].lstrip().startswith(IGNORE_OUTPUT):
+                    continue
+                if outputs_text(before) != outputs_text(after):
+                    dependent.add(before["id"].split("-", 2)[-1])
+        keys = cell_keys(src)
+        found[src.number] = sorted(dependent, key=keys.index)
+        data["cells"][src.number] = {"code": code_digest(src), "dependent": found[src.number]}
+        write_numerics(data)
+    return found
+
+
+def unclassified() -> list[str]:
+    """The notebooks whose code changed since their cells were classified (or never were)."""
+    cells = read_numerics()["cells"]
+    return [src.number for src in sources() if cells.get(src.number, {}).get("code") != code_digest(src)]
 
 
 README = ROOT / "README.md"
@@ -669,10 +799,17 @@ def render_readme(text: str, srcs: list[Source]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "run", "check", "readme", "import"])
+    parser.add_argument("command", choices=["build", "run", "check", "readme", "import", "numerics"])
     parser.add_argument("numbers", nargs="*", help="two-digit notebook numbers (default: all); for import, notebooks")
     parser.add_argument("--lang", choices=LANGS, help="only this language")
+    parser.add_argument(
+        "--new-profile",
+        action="store_true",
+        help="run: make this machine's numerics the stored ones (every notebook is re-executed)",
+    )
     args = parser.parse_args(argv)
+    if args.new_profile and (args.command != "run" or args.numbers or args.lang):
+        parser.error("--new-profile re-executes every notebook in both languages: `run --new-profile` alone")
     if args.command == "import":
         if not args.numbers:
             parser.error("import needs the path of the notebook you edited")
@@ -702,6 +839,17 @@ def main(argv: list[str]) -> int:
         if stale:
             print("not built from their source (run `python tools/notebooks.py run`):", *stale, sep="\n  ")
             return 1
+        todo = [n for n in unclassified() if not args.numbers or n in args.numbers]
+        if todo:
+            print(
+                f"code changed since its cells were classified: run `python tools/notebooks.py numerics {' '.join(todo)}`"
+            )
+            return 1
+        return 0
+    if args.command == "numerics":
+        build(args.numbers, verbose=False)
+        for number, keys in classify(args.numbers).items():
+            print(f"{number}: {len(keys)} cells depend on the numerics")
         return 0
     if args.command != "readme":
         build(args.numbers, hint=args.command == "build")
@@ -713,6 +861,10 @@ def main(argv: list[str]) -> int:
             print("updated README.md")
     if args.command in ("build", "readme"):
         return 0
+    refused = check_profile(new=args.new_profile)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 1
     langs = [args.lang] if args.lang else list(LANGS)
     for src in sources(args.numbers):
         for lang in langs:

@@ -7,9 +7,9 @@ setup cell asks for without editing a notebook:
 
 - ``MINITRANSFORMER_SEED``: the seed in force instead of the one the cell names;
 - ``MINITRANSFORMER_THREADS``: the number of CPU threads (by default PyTorch's own choice,
-  which uses every core). The stored outputs are computed with 2 threads: float sums depend
-  on how the work is split, so the same kernels, thread count and seed give bit-identical
-  numbers, and other machines give the same behaviour with slightly different numbers.
+  which uses every core). Float sums depend on how the work is split, so the same kernels,
+  thread count and seed give bit-identical numbers; the stored outputs' thread count is part
+  of their numerics profile (:mod:`minitransformer.numerics`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,10 @@ import torch
 
 from .i18n import set_language
 
-__all__ = ["SEED_ENV", "THREADS_ENV", "STORED_THREADS", "FIGURE_STYLE", "set_seed", "seed", "setup", "default_device"]
+__all__ = ["SEED_ENV", "THREADS_ENV", "FIGURE_STYLE", "set_seed", "seed", "setup", "default_device"]
 
 SEED_ENV = "MINITRANSFORMER_SEED"
 THREADS_ENV = "MINITRANSFORMER_THREADS"
-# The thread count of the runners that store and compare outputs (tools/notebooks.py, pytest).
-STORED_THREADS = 2
 
 # One look for every figure: large, legible on a projector (matplotlib rcParams).
 FIGURE_STYLE = {
