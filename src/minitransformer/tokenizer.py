@@ -15,6 +15,11 @@ space, no normaliser), with the same ids:
   :meth:`ByteBPE.decode` joins the tokens' bytes and decodes them as UTF-8 (an incomplete
   character becomes U+FFFD, as in ``tokenizers``).
 
+The pattern's letters, digits and spaces come from the ``regex`` module's Unicode tables; a
+character that only the newer of its tables and ``tokenizers``' (Oniguruma's) knows, one added
+in the latest Unicode version, may be split differently; on the characters Python's
+``unicodedata`` knows, the two agree.
+
 :func:`prose` is the corpus of notebook 11: the course's own prose (Markdown cells of
 notebooks 00-10), in Spanish or English, shipped with the package (``corpora/``, written by
 ``tools/make_prose_corpus.py``).
