@@ -18,7 +18,7 @@ from minitransformer.exercises.tokens import (
     solution_my_encode,
     solution_my_merge,
 )
-from minitransformer.tokenizer import BYTE_ID
+from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
 
 LANGS = ["es", "en"]
 CHECKS = [check_count_pairs, check_merge, check_encode]
@@ -122,6 +122,31 @@ def pairs_doubled(words):
     return {p: 2 * n for p, n in Counter(p for w in words for p in zip(w, w[1:])).items()}
 
 
+def pairs_set_to_one(words):
+    counts = {}
+    for w in words:
+        for pair in zip(w, w[1:]):
+            counts[pair] = 1
+    return counts
+
+
+def pairs_updated_per_word(words):
+    counts = {}
+    for w in words:
+        counts.update(Counter(zip(w, w[1:])))  # replaces the earlier words' counts
+    return counts
+
+
+def pairs_then_crash(words):
+    """Wrong on the first case, crashes on a later one (an empty word): the mistake is still named."""
+    counts = {}
+    for w in words:
+        counts[(w[0], w[1])] = 1
+        for pair in zip(w[1:], w[2:]):
+            counts[pair] = 1
+    return counts
+
+
 COUNT_WRONG = [
     (pairs_across_words, {"es": "cruzan de una palabra", "en": "cross from one word"}),
     (pairs_once_per_word, {"es": "una vez por palabra", "en": "once per word"}),
@@ -132,6 +157,9 @@ COUNT_WRONG = [
     (pairs_as_strings, {"es": "tuplas de dos ids", "en": "tuples of two ids"}),
     (pairs_most_common, {"es": "diccionario", "en": "dictionary"}),
     (pairs_doubled, {"es": "tu recuento es", "en": "your count is"}),
+    (pairs_set_to_one, {"es": "pones cada par a 1", "en": "you set each pair to 1"}),
+    (pairs_updated_per_word, {"es": "dict.update sustituye", "en": "dict.update replaces"}),
+    (pairs_then_crash, {"es": "pones cada par a 1", "en": "you set each pair to 1"}),
 ]
 
 
@@ -225,6 +253,11 @@ def merge_keeps_pair(ids, pair, new_id):
     return out
 
 
+def merge_as_text(ids, pair, new_id):
+    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new_id))
+    return [int(x) for x in text.split()]
+
+
 MERGE_WRONG = [
     (merge_first_only, {"es": "solo fusionas la primera", "en": "only the first occurrence"}),
     (merge_right_to_left, {"es": "de derecha a izquierda", "en": "from right to left"}),
@@ -236,6 +269,7 @@ MERGE_WRONG = [
     (merge_strings_inside, {"es": "devuelves textos", "en": "you return texts"}),
     (merge_tensor, {"es": "no Tensor", "en": "not Tensor"}),
     (merge_keeps_pair, {"es": "devuelves [", "en": "you return ["}),
+    (merge_as_text, {"es": "escritos como texto", "en": "written as text"}),
 ]
 
 
@@ -304,6 +338,23 @@ def encode_right_to_left(word, merges):
     return _apply([BYTE_ID[b] for b in word.encode()], merges, merge_right_to_left)
 
 
+def encode_latest_first(word, merges):
+    """The pair of the merge learned last goes first."""
+    ids, rank = [BYTE_ID[b] for b in word.encode()], {pair: r for r, (pair, _) in enumerate(merges)}
+    table = dict(merges)
+    while present := [p for p in zip(ids, ids[1:]) if p in table]:
+        pair = max(present, key=rank.get)
+        ids = solution_my_merge(ids, pair, table[pair])
+    return ids
+
+
+def encode_forgets_the_result(word, merges):
+    ids = [BYTE_ID[b] for b in word.encode()]
+    for pair, new_id in merges:
+        solution_my_merge(ids, pair, new_id)  # the merged list is thrown away
+    return ids
+
+
 def encode_pieces(word, merges):
     return list(word)
 
@@ -320,6 +371,8 @@ ENCODE_WRONG = [
     (encode_longest_match, {"es": "por la posición", "en": "by position"}),
     (encode_first_occurrence, {"es": "todas las apariciones", "en": "every occurrence"}),
     (encode_right_to_left, {"es": "la de la izquierda", "en": "the left one"}),
+    (encode_latest_first, {"es": "en otro orden", "en": "in another order"}),
+    (encode_forgets_the_result, {"es": "sin ninguna fusión", "en": "without any merge"}),
     (encode_pieces, {"es": "devuelves textos", "en": "you return texts"}),
     (encode_bytes_tokens, {"es": "devuelves textos", "en": "you return texts"}),
 ]
@@ -329,6 +382,17 @@ ENCODE_WRONG = [
 @pytest.mark.parametrize("answer, hint", ENCODE_WRONG, ids=lambda x: getattr(x, "__name__", None))
 def test_encode_rejects_wrong_answers(lang, answer, hint):
     assert_rejected(check_encode(answer, lang=lang), lang, hint)
+
+
+def test_encoding_merge_after_merge_is_encoding_by_rank():
+    """Exercise 3's answer: on the course's tokenizer, the merges applied one after another give the ids of
+    ByteBPE.encode (which picks the merge learned first each time): every merge makes a new token."""
+    tok = train_bpe(prose("es", "train") + "\n\n" + prose("en", "train"), 3000)
+    assert [new for _, new in tok.merges] == list(range(256, 3000))
+    merges = list(tok.merges)
+    longest = sorted(set(pretokenize(prose("es", "test") + prose("en", "test"))), key=lambda p: (-len(p), p))[:200]
+    for piece in longest:  # the pieces where most merges apply
+        assert solution_my_encode(piece, merges) == tok.encode(piece), piece
 
 
 # --- junk never crashes -------------------------------------------------------------------------

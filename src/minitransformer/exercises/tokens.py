@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..tokenizer import BYTE_ID, count_pairs, merge, pretokenize, train_bpe
-from ._core import Feedback, Hints, attempt, checker, correct, stop, type_name
+from ._core import Feedback, Hints, Unfinished, attempt, checker, correct, stop, type_name
 from .registry import explain
 
 __all__ = [
@@ -57,6 +57,16 @@ HINTS = Hints(
             "aunque al fusionar luego solo quepan menos.",
             "pairs overlap: in {words} the pair {pair} occurs {n} times (each position with the next one), even if "
             "fewer fit when merging later.",
+        ),
+        "set_to_one": (
+            "pones cada par a 1: suma 1 cada vez que aparece (con {words} el par {pair} aparece {n} veces).",
+            "you set each pair to 1: add 1 every time it occurs (with {words} the pair {pair} occurs {n} times).",
+        ),
+        "last_word_wins": (
+            "el recuento de un par que aparece en varias palabras se suma, y el tuyo se queda con el de la última "
+            "(dict.update sustituye, no suma): con {words} el par {pair} aparece {n} veces.",
+            "the count of a pair that occurs in several words adds up, and yours keeps the last word's (dict.update "
+            "replaces, it does not add): with {words} the pair {pair} occurs {n} times.",
         ),
         "reversed": (
             "tus pares están al revés: la clave es (izquierda, derecha), en el orden del texto.",
@@ -106,6 +116,12 @@ HINTS = Hints(
             "fusionas también el par al revés: solo se fusiona {pair}, con ese orden (con {ids}).",
             "you also merge the pair the other way round: only {pair} is merged, in that order (with {ids}).",
         ),
+        "as_text": (
+            "comparas los ids escritos como texto, y el texto del par aparece también dentro de otros números "
+            "(con {ids} y el par {pair}): compara los ids como números, de dos en dos.",
+            "you compare the ids written as text, and the pair's text also appears inside other numbers (with "
+            "{ids} and the pair {pair}): compare the ids as numbers, two at a time.",
+        ),
         "new_id": (
             "el token nuevo debe tener el id que recibes, new_id = {new_id}.",
             "the new token must have the id you are given, new_id = {new_id}.",
@@ -132,6 +148,12 @@ HINTS = Hints(
             "aplicas las fusiones en otro orden: van en el orden en que se aprendieron, la primera antes (con "
             "{word_es}).",
             "you apply the merges in another order: they go in the order they were learned, the first one first "
+            "(with {word_en}).",
+        ),
+        "unmerged": (
+            "devuelves los ids de los bytes sin ninguna fusión: aplica cada fusión a la lista y quédate con lo que "
+            "devuelve (con {word_es}).",
+            "you return the bytes' ids without any merge: apply each merge to the list and keep what it returns "
             "(with {word_en}).",
         ),
         "by_position": (
@@ -255,6 +277,26 @@ def _counts(lang: str, got: Any) -> dict[tuple[int, int], int]:
     return out
 
 
+def _answers(cases: list[Any], answer: Callable[[Any], Any], right: Callable[[Any], Any]) -> list[Any]:
+    """The student's answer to each case, in order. If a case raises (or returns something that is not an
+    answer) after an earlier answer was already wrong, the answers so far: a mistake is named from the cases
+    the answer reached; otherwise that case's feedback."""
+    out: list[Any] = []
+    for case in cases:
+        try:
+            out.append(answer(case))
+        except Unfinished:
+            if any(got != right(c) for c, got in zip(cases, out)):
+                break
+            raise
+    return out
+
+
+def _explains(model: Callable[[Any], Any], cases: list[Any], answers: list[Any]) -> bool:
+    """Whether a mistake gives every answer the student gave (a model may return None: it does not apply)."""
+    return all(got == model(case) for case, got in zip(cases, answers))
+
+
 def _quoted(lang: str, text: str | bytes) -> str:
     """A text as a message quotes it («…» in Spanish, “…” in English); bytes as Python writes them."""
     if isinstance(text, bytes):
@@ -281,53 +323,75 @@ def _count_cases() -> list[list[Ids]]:
         [[1, 2, 3], [2, 3, 4, 2]],  # (3, 2) and (4, 2)... only inside words
         [[5, 5, 5, 5], [6, 5, 5]],  # overlapping (5, 5)
         [[7], [], [8, 9], [9, 8]],
+        [[5, 6], [5, 5, 5]],  # a pair in two words: the counts add up
         _words("el año, el niño y el ñandú"),  # real bytes: ñ is two
     ]
 
 
-def _once_per_word(words: list[Ids]) -> Counter:
-    return Counter(p for ids in words for p in set(zip(ids, ids[1:])))
+def _once_per_word(words: list[Ids]) -> dict:
+    return dict(Counter(p for ids in words for p in set(zip(ids, ids[1:]))))
 
 
-def _non_overlapping(words: list[Ids]) -> Counter:
+def _non_overlapping(words: list[Ids]) -> dict:
     counts: Counter = Counter()
     for ids in words:
         i = 0
         while i + 1 < len(ids):
             counts[(ids[i], ids[i + 1])] += 1
             i += 2 if ids[i] == ids[i + 1] else 1  # a run a a a counted as a merge would take it
+    return dict(counts)
+
+
+def _last_word_wins(words: list[Ids]) -> dict:
+    """``counts.update(Counter(pairs of one word))``, word after word: replaces instead of adding."""
+    counts: dict = {}
+    for ids in words:
+        counts.update(Counter(zip(ids, ids[1:])))
     return counts
+
+
+def _present(words: list[Ids]) -> dict:
+    """Every pair set to 1 (``counts[pair] = 1``)."""
+    return dict.fromkeys(count_pairs(words), 1)
+
+
+_COUNT_MISTAKES: list[tuple[Callable[[list[Ids]], dict], str]] = [
+    (lambda words: dict(count_pairs([[i for w in words for i in w]])), "across_words"),
+    (_once_per_word, "once_per_word"),
+    (_non_overlapping, "no_overlap"),
+    (_present, "set_to_one"),
+    (_last_word_wins, "last_word_wins"),
+    (lambda words: {(b, a): n for (a, b), n in count_pairs(words).items()}, "reversed"),
+    (lambda words: dict(count_pairs([w[:-1] for w in words])), "last_pair"),
+]
 
 
 @checker
 def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str = "es") -> Feedback:
     """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids)."""
-    for words in _count_cases():
-        want = dict(count_pairs(words))
-        got = _counts(lang, attempt(lang, fn, [list(w) for w in words]))
-        if got == want:
-            continue
-        flat = [i for w in words for i in w]
-        shown = _short(words, 70)
-        if got == dict(count_pairs([flat])):
-            extra = next(p for p in got if got[p] != want.get(p, 0))
-            raise stop(HINTS(lang, "across_words", words=shown, extra=extra))
-        for wrong, key in ((_once_per_word(words), "once_per_word"), (_non_overlapping(words), "no_overlap")):
-            if got == dict(wrong):
-                pair = next(p for p in want if want[p] != wrong.get(p, 0))
-                raise stop(HINTS(lang, key, words=shown, pair=pair, n=want[pair]))
-        if got == {(b, a): n for (a, b), n in want.items()}:
-            raise stop(HINTS(lang, "reversed"))
-        if got == dict(count_pairs([w[:-1] for w in words])):
-            raise stop(HINTS(lang, "last_pair"))
-        raise stop(HINTS(lang, "counts", words=shown, got=_short(got, 70)))
-    return correct(
-        lang,
-        "Con los recuentos de todo un corpus (cada palabra pesada por sus apariciones), el par más frecuente es "
-        "la siguiente fusión.",
-        "With the counts of a whole corpus (each word weighted by how often it occurs), the most frequent pair is "
-        "the next merge.",
-    )
+    cases = _count_cases()
+
+    def right(words: list[Ids]) -> dict:
+        return dict(count_pairs(words))
+
+    answers = _answers(cases, lambda words: _counts(lang, attempt(lang, fn, [list(w) for w in words])), right)
+    if all(got == right(words) for words, got in zip(cases, answers)):
+        return correct(
+            lang,
+            "Con los recuentos de todo un corpus (cada palabra pesada por sus apariciones), el par más frecuente "
+            "es la siguiente fusión.",
+            "With the counts of a whole corpus (each word weighted by how often it occurs), the most frequent pair "
+            "is the next merge.",
+        )
+    words, got = next((w, g) for w, g in zip(cases, answers) if g != right(w))
+    want, shown = right(words), _short(words, 70)
+    for model, key in _COUNT_MISTAKES:
+        if _explains(model, cases, answers):
+            wrong = model(words)
+            pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
+            extra = next((p for p in wrong if p not in want), pair)
+            raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
+    raise stop(HINTS(lang, "counts", words=shown, got=_short(got, 70)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -346,6 +410,7 @@ def _merge_cases() -> list[tuple[Ids, tuple[int, int], int]]:
         ([5, 5, 5, 5, 6], (5, 5), 256),
         ([3], (3, 4), 9),
         ([], (3, 4), 9),
+        ([11, 2, 1, 21, 2, 1, 2], (1, 2), 300),  # «1 2» written as text is also inside «11 2» and «21 2»
         (flat, n_tilde, 258),
     ]
 
@@ -370,6 +435,19 @@ def _no_skip(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
     return out
 
 
+def _drops_last(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    """A loop that stops one id early: the last id is lost unless it ends a merged pair."""
+    out, i = [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == pair:
+            out.append(new)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
 def _both_orders(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
     out, i = [], 0
     while i < len(ids):
@@ -382,35 +460,49 @@ def _both_orders(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
     return out
 
 
+def _as_text(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    """The ids written as text and the pair replaced as text: «1 2» also matches inside «11 2»."""
+    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new))
+    return [int(x) for x in text.split()]
+
+
+_MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = [
+    (_first_only, "first_only"),
+    (_right_to_left, "right_to_left"),
+    (_no_skip, "no_skip"),
+    (_drops_last, "drops_last"),
+    (_both_orders, "both_orders"),
+    (_as_text, "as_text"),
+]
+
+
 @checker
 def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str = "es") -> Feedback:
     """``fn(ids, pair, new_id)`` -> ``ids`` with every occurrence of ``pair``, from left to right,
     replaced by ``new_id``."""
-    for ids, pair, new in _merge_cases():
-        want = merge(ids, pair, new)
-        got = _ids(lang, attempt(lang, fn, list(ids), pair, new))
-        if got == want:
-            continue
-        where = dict(ids=_short(ids, 60), pair=pair, new_id=new)
-        if got == _first_only(ids, pair, new):
-            raise stop(HINTS(lang, "first_only", **where))
-        if got == _right_to_left(ids, pair, new):
-            raise stop(HINTS(lang, "right_to_left", **where))
-        if got == _no_skip(ids, pair, new):
-            raise stop(HINTS(lang, "no_skip", **where))
-        if ids and got == want[:-1]:
-            raise stop(HINTS(lang, "drops_last", **where))
-        if got == _both_orders(ids, pair, new):
-            raise stop(HINTS(lang, "both_orders", **where))
-        if len(got) == len(want) and all(g == w for g, w in zip(got, want) if w != new):
-            raise stop(HINTS(lang, "new_id", **where))
-        raise stop(HINTS(lang, "merge_wrong", got=_short(got, 60), **where))
-    return correct(
-        lang,
-        "Entrenar BPE es repetir esto con el par más frecuente, y codificar, repetirlo con las fusiones aprendidas.",
-        "Training BPE is repeating this with the most frequent pair, and encoding is repeating it with the learned "
-        "merges.",
-    )
+    cases = _merge_cases()
+    answers = _answers(cases, lambda case: _ids(lang, attempt(lang, fn, list(case[0]), *case[1:])), lambda c: merge(*c))
+    if all(got == merge(*case) for case, got in zip(cases, answers)):
+        return correct(
+            lang,
+            "Entrenar BPE es repetir esto con el par más frecuente, y codificar, repetirlo con las fusiones "
+            "aprendidas.",
+            "Training BPE is repeating this with the most frequent pair, and encoding is repeating it with the "
+            "learned merges.",
+        )
+    (ids, pair, new), got = next((c, g) for c, g in zip(cases, answers) if g != merge(*c))
+    where = dict(ids=_short(ids, 60), pair=pair, new_id=new)
+    for model, key in _MERGE_MISTAKES:
+        if _explains(lambda case, model=model: model(*case), cases, answers):
+            raise stop(HINTS(lang, key, **where))
+
+    def other_id(case: tuple[Ids, tuple[int, int], int], got: Ids) -> bool:  # right, but for the new token's id
+        want = merge(*case)
+        return len(got) == len(want) and all(g == w for g, w in zip(got, want) if w != case[2])
+
+    if all(other_id(case, got) for case, got in zip(cases, answers)):
+        raise stop(HINTS(lang, "new_id", **where))
+    raise stop(HINTS(lang, "merge_wrong", got=_short(got, 60), **where))
 
 
 # ---------------------------------------------------------------------------------------
@@ -434,6 +526,7 @@ def _encode_cases() -> list[tuple[str, Merges]]:
     return [
         ("abc", [((a, b), 256), ((256, c), 257)]),  # a merge that uses an earlier one's token
         ("abc", [((b, c), 256), ((a, b), 257)]),  # the rank, not the position, decides
+        ("abc", [((a, b), 256), ((b, c), 257)]),  # the rank, not the latest merge, decides
         ("aaaa", [((a, a), 256)]),  # every occurrence
         ("aaa", [((a, a), 256)]),  # overlapping: the left one
         (" año", learned),  # ñ: two bytes
@@ -443,9 +536,9 @@ def _encode_cases() -> list[tuple[str, Merges]]:
     ]
 
 
-def _by_position(ids: Ids, merges: Merges) -> Ids:
+def _by_position(word: str, merges: Merges) -> Ids:
     """Leftmost-first: at each step merge the leftmost pair that has any merge."""
-    table = dict(merges)
+    ids, table = _byte_ids(word), dict(merges)
     while True:
         for i in range(len(ids) - 1):
             if (ids[i], ids[i + 1]) in table:
@@ -455,31 +548,56 @@ def _by_position(ids: Ids, merges: Merges) -> Ids:
             return ids
 
 
+def _latest_first(word: str, merges: Merges) -> Ids:
+    """At each step the pair of the merge learned last."""
+    ids, rank = _byte_ids(word), {pair: (r, new) for r, (pair, new) in enumerate(merges)}
+    while present := [p for p in zip(ids, ids[1:]) if p in rank]:
+        pair = max(present, key=lambda p: rank[p][0])
+        ids = merge(ids, pair, rank[pair][1])
+    return ids
+
+
+def _code_points(word: str, merges: Merges) -> Ids | None:
+    return _apply([BYTE_ID[ord(ch)] for ch in word], merges) if all(ord(ch) < 256 for ch in word) else None
+
+
+_ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
+    (_code_points, "code_points"),
+    (lambda word, merges: _apply(list(word.encode("utf-8")), merges), "raw_bytes"),
+    (lambda word, merges: _byte_ids(word), "unmerged"),
+    (_by_position, "by_position"),
+    (lambda word, merges: _apply(_byte_ids(word), merges[::-1]), "reverse_order"),
+    (_latest_first, "reverse_order"),
+    (lambda word, merges: _apply(_byte_ids(word), merges, _first_only), "encode_first_only"),
+    (lambda word, merges: _apply(_byte_ids(word), merges, _right_to_left), "encode_right_to_left"),
+]
+
+
 @checker
 def check_encode(fn: Callable[[str, Merges], Any], lang: str = "es") -> Feedback:
     """``fn(word, merges)`` -> the token ids of ``word`` (one piece of text): its UTF-8 bytes as
     ids, then each merge ``((a, b), new_id)`` applied in order."""
-    for word, merges in _encode_cases():
-        want = _apply(_byte_ids(word), merges)
-        got = _ids(lang, attempt(lang, fn, word, [tuple(m) for m in merges]))
-        if got == want:
-            continue
-        where = dict(word_es=_quoted("es", word), word_en=_quoted("en", word), n=len(merges))
-        if all(ord(ch) < 256 for ch in word) and got == _apply([BYTE_ID[ord(ch)] for ch in word], merges):
-            raise stop(HINTS(lang, "code_points", **{**where, "n": len(word.encode("utf-8"))}))
-        if got == _apply(list(word.encode("utf-8")), merges):
-            raise stop(HINTS(lang, "raw_bytes"))
-        if got == _by_position(_byte_ids(word), merges):  # before the order: both can give the same ids
-            raise stop(HINTS(lang, "by_position", **where))
-        if got == _apply(_byte_ids(word), merges[::-1]):
-            raise stop(HINTS(lang, "reverse_order", **where))
-        if got == _apply(_byte_ids(word), merges, _first_only):
-            raise stop(HINTS(lang, "encode_first_only", **where))
-        if got == _apply(_byte_ids(word), merges, _right_to_left):
-            raise stop(HINTS(lang, "encode_right_to_left", **where))
-        raise stop(HINTS(lang, "encode_wrong", got=_short(got, 60), **where))
-    return correct(
-        lang,
-        "Es lo que hace `ByteBPE.encode` en cada trozo del texto, con todas las fusiones aprendidas.",
-        "That is what `ByteBPE.encode` does to each piece of the text, with all the learned merges.",
-    )
+    cases = _encode_cases()
+
+    def right(case: tuple[str, Merges]) -> Ids:
+        return _apply(_byte_ids(case[0]), case[1])
+
+    answers = _answers(cases, lambda case: _ids(lang, attempt(lang, fn, case[0], [tuple(m) for m in case[1]])), right)
+    if all(got == right(case) for case, got in zip(cases, answers)):
+        return correct(
+            lang,
+            "¿Dan lo mismo que `encode_by_hand`? Sí: un token nuevo solo aparece en fusiones aprendidas después que "
+            "él, así que aplicarlas una tras otra es elegir cada vez la aprendida antes, como hacen `encode_by_hand` "
+            "y `ByteBPE.encode` (mientras cada fusión cree un token nuevo, como en este cuaderno).",
+            "Do they give the same as `encode_by_hand`? Yes: a new token only appears in merges learned after it, so "
+            "applying them one after another is choosing each time the one learned first, as `encode_by_hand` and "
+            "`ByteBPE.encode` do (as long as every merge makes a new token, as in this notebook).",
+        )
+    (word, merges), got = next((c, g) for c, g in zip(cases, answers) if g != right(c))
+    where = dict(word_es=_quoted("es", word), word_en=_quoted("en", word), n=len(merges))
+    for model, key in _ENCODE_MISTAKES:
+        if _explains(lambda case, model=model: model(*case), cases, answers):
+            if key == "code_points":
+                where["n"] = len(word.encode("utf-8"))
+            raise stop(HINTS(lang, key, **where))
+    raise stop(HINTS(lang, "encode_wrong", got=_short(got, 60), **where))
