@@ -123,6 +123,16 @@ def test_pieces_are_tokenizers_pieces():
         assert [as_chars(p.encode()) for p in ours] == [p for p, _ in hf.pre_tokenize_str(text)], text
 
 
+@pytest.mark.slow
+def test_pieces_agree_on_every_letter_digit_and_space_python_knows():
+    """``regex``'s Unicode tables must know what ``unicodedata`` knows (Unicode 15.1 on Python 3.13): regex
+    2022.10.31 (Unicode 15.0) splits the CJK ideographs added in 15.1 unlike ``tokenizers``."""
+    chars = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+    text = "".join(f"a{c}1{c} " for c in chars if unicodedata.category(c)[0] in "LNZ")
+    theirs = [p for p, _ in pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text)]
+    assert [as_chars(p.encode()) for p in pretokenize(text)] == theirs
+
+
 # --------------------------------------------------------------------------- training against tokenizers
 
 
