@@ -117,7 +117,7 @@ def plot_sequence_cost(
         (tr(lang, "longitud T (tokens)", "length T (tokens)"), lengths_),
         (tr(lang, "puntuaciones de atención T² (una cabeza)", "attention scores T² (one head)"), lengths_**2),
         (
-            tr(lang, f"embedding V · d (d = {d_model})", f"embedding V · d (d = {d_model})"),
+            f"embedding V · d (d = {d_model})",  # the same words in both languages
             np.asarray(vocab_sizes, dtype=float) * d_model,
         ),
     ]
@@ -133,5 +133,5 @@ def plot_sequence_cost(
         ax.spines["bottom"].set_visible(False)
         ax.set_title(label, fontsize=12)
     axes[0].set_yticks(y, list(names))
-    fig.suptitle(tr(lang, "Lo que cuesta la longitud de la secuencia", "What the sequence's length costs"))
+    fig.suptitle(tr(lang, "Lo que cuesta la longitud de la secuencia", "What a sequence’s length costs"))
     return localise(fig, lang)
