@@ -114,6 +114,18 @@ GLOSSARY: dict[str, str] = {
     "grouped-query attention": "atención con consultas agrupadas",
     "ablation": "ablación",
     "online softmax": "softmax en línea",
+    "subword": "subpalabra",
+    "code point": "punto de código",
+    "surrogate": "sustituto",
+    "Unicode normalisation": "normalización Unicode",
+    "normalisation form": "forma de normalización",
+    "byte-pair encoding": "codificación por pares de bytes (BPE)",
+    "byte-level": "a nivel de bytes",
+    "merge": "fusión",
+    "pre-tokenisation": "pretokenización",
+    "tie-breaking rule": "regla de desempate",
+    "held-out text": "texto reservado",
+    "uncased": "sin mayúsculas (uncased)",
 }
 
 

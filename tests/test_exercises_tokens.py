@@ -1,0 +1,416 @@
+"""The checkers of notebook 11 accept the worked solutions and reject, without crashing, the
+wrong answers students write, naming the mistake in both languages."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from feedback_asserts import assert_correct, assert_rejected
+
+from minitransformer.exercises import Feedback
+from minitransformer.exercises.tokens import (
+    check_count_pairs,
+    check_encode,
+    check_merge,
+    solution_my_count_pairs,
+    solution_my_encode,
+    solution_my_merge,
+)
+from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
+
+LANGS = ["es", "en"]
+CHECKS = [check_count_pairs, check_merge, check_encode]
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_solutions_are_accepted(lang):
+    assert_correct(check_count_pairs(solution_my_count_pairs, lang=lang), lang)
+    assert_correct(check_merge(solution_my_merge, lang=lang), lang)
+    assert_correct(check_encode(solution_my_encode, lang=lang), lang)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_other_right_answers_are_accepted(lang):
+    """A Counter, a defaultdict with zeros read into it, a tuple of ids: right is right."""
+
+    def with_counter(words):
+        return Counter(p for w in words for p in zip(w, w[1:]))
+
+    def with_zeros(words):
+        counts = {}
+        for w in words:
+            for i in range(len(w) - 1):
+                counts[(w[i], w[i + 1])] = counts.get((w[i], w[i + 1]), 0) + 1
+            counts.setdefault((-1, -1), 0)
+        return counts
+
+    def merge_as_tuple(ids, pair, new_id):
+        return tuple(solution_my_merge(ids, pair, new_id))
+
+    def encode_by_rank(word, merges):  # the lowest-rank pair first, as tokenizers does
+        ids = [BYTE_ID[b] for b in word.encode()]
+        rank = {pair: (r, new) for r, (pair, new) in enumerate(merges)}
+        while len(ids) > 1:
+            pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, (len(rank),))[0])
+            if pair not in rank:
+                break
+            ids = solution_my_merge(ids, pair, rank[pair][1])
+        return ids
+
+    assert_correct(check_count_pairs(with_counter, lang=lang), lang)
+    assert_correct(check_count_pairs(with_zeros, lang=lang), lang)
+    assert_correct(check_merge(merge_as_tuple, lang=lang), lang)
+    assert_correct(check_encode(encode_by_rank, lang=lang), lang)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check", CHECKS)
+def test_stubs_are_not_yet(lang, check):
+    fb = check(stub, lang=lang)
+    assert not fb and "NotImplementedError" in str(fb)
+
+
+# --- count pairs: realistic wrong answers -----------------------------------------------------
+
+
+def pairs_across_words(words):
+    flat = [i for w in words for i in w]
+    return dict(Counter(zip(flat, flat[1:])))
+
+
+def pairs_once_per_word(words):
+    return dict(Counter(p for w in words for p in set(zip(w, w[1:]))))
+
+
+def pairs_without_overlap(words):
+    counts = Counter()
+    for w in words:
+        i = 0
+        while i + 1 < len(w):
+            counts[(w[i], w[i + 1])] += 1
+            i += 2 if w[i] == w[i + 1] else 1
+    return dict(counts)
+
+
+def pairs_reversed(words):
+    return dict(Counter((b, a) for w in words for a, b in zip(w, w[1:])))
+
+
+def pairs_missing_last(words):
+    return dict(Counter((w[i], w[i + 1]) for w in words for i in range(len(w) - 2)))
+
+
+def single_ids(words):
+    return dict(Counter(i for w in words for i in w))
+
+
+def pairs_as_strings(words):
+    return {f"{a},{b}": n for (a, b), n in Counter(p for w in words for p in zip(w, w[1:])).items()}
+
+
+def pairs_most_common(words):
+    return Counter(p for w in words for p in zip(w, w[1:])).most_common()
+
+
+def pairs_doubled(words):
+    return {p: 2 * n for p, n in Counter(p for w in words for p in zip(w, w[1:])).items()}
+
+
+def pairs_set_to_one(words):
+    counts = {}
+    for w in words:
+        for pair in zip(w, w[1:]):
+            counts[pair] = 1
+    return counts
+
+
+def pairs_updated_per_word(words):
+    counts = {}
+    for w in words:
+        counts.update(Counter(zip(w, w[1:])))  # replaces the earlier words' counts
+    return counts
+
+
+def pairs_then_crash(words):
+    """Wrong on the first case, crashes on a later one (an empty word): the mistake is still named."""
+    counts = {}
+    for w in words:
+        counts[(w[0], w[1])] = 1
+        for pair in zip(w[1:], w[2:]):
+            counts[pair] = 1
+    return counts
+
+
+COUNT_WRONG = [
+    (pairs_across_words, {"es": "cruzan de una palabra", "en": "cross from one word"}),
+    (pairs_once_per_word, {"es": "una vez por palabra", "en": "once per word"}),
+    (pairs_without_overlap, {"es": "se solapan", "en": "pairs overlap"}),
+    (pairs_reversed, {"es": "al revés", "en": "reversed"}),
+    (pairs_missing_last, {"es": "último par", "en": "last pair"}),
+    (single_ids, {"es": "ids sueltos", "en": "single ids"}),
+    (pairs_as_strings, {"es": "tuplas de dos ids", "en": "tuples of two ids"}),
+    (pairs_most_common, {"es": "diccionario", "en": "dictionary"}),
+    (pairs_doubled, {"es": "tu recuento es", "en": "your count is"}),
+    (pairs_set_to_one, {"es": "pones cada par a 1", "en": "you set each pair to 1"}),
+    (pairs_updated_per_word, {"es": "dict.update sustituye", "en": "dict.update replaces"}),
+    (pairs_then_crash, {"es": "pones cada par a 1", "en": "you set each pair to 1"}),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer, hint", COUNT_WRONG, ids=lambda x: getattr(x, "__name__", None))
+def test_count_pairs_rejects_wrong_answers(lang, answer, hint):
+    assert_rejected(check_count_pairs(answer, lang=lang), lang, hint)
+
+
+# --- merge: realistic wrong answers -------------------------------------------------------------
+
+
+def merge_first_only(ids, pair, new_id):
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [new_id] + ids[i + 2 :]
+    return ids
+
+
+def merge_right_to_left(ids, pair, new_id):
+    out, i = [], len(ids) - 1
+    while i >= 0:
+        if i > 0 and (ids[i - 1], ids[i]) == pair:
+            out.insert(0, new_id)
+            i -= 2
+        else:
+            out.insert(0, ids[i])
+            i -= 1
+    return out
+
+
+def merge_without_skipping(ids, pair, new_id):
+    out = []
+    for i in range(len(ids)):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+        else:
+            out.append(ids[i])
+    return out
+
+
+def merge_drops_last(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def merge_both_orders(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (pair, pair[::-1]):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def merge_next_id(ids, pair, new_id):
+    return solution_my_merge(ids, pair, max(ids, default=0) + 1)
+
+
+def merge_as_string(ids, pair, new_id):
+    return " ".join(map(str, solution_my_merge(ids, pair, new_id)))
+
+
+def merge_strings_inside(ids, pair, new_id):
+    return [str(i) for i in solution_my_merge(ids, pair, new_id)]
+
+
+def merge_tensor(ids, pair, new_id):
+    return torch.tensor(solution_my_merge(ids, pair, new_id))
+
+
+def merge_keeps_pair(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out += [new_id, ids[i], ids[i + 1]]
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def merge_as_text(ids, pair, new_id):
+    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new_id))
+    return [int(x) for x in text.split()]
+
+
+MERGE_WRONG = [
+    (merge_first_only, {"es": "solo fusionas la primera", "en": "only the first occurrence"}),
+    (merge_right_to_left, {"es": "de derecha a izquierda", "en": "from right to left"}),
+    (merge_without_skipping, {"es": "salta los dos ids", "en": "skip both ids"}),
+    (merge_drops_last, {"es": "último id", "en": "last id"}),
+    (merge_both_orders, {"es": "al revés", "en": "other way round"}),
+    (merge_next_id, {"es": "new_id = ", "en": "new_id = "}),
+    (merge_as_string, {"es": "lista de ids", "en": "list of ids"}),
+    (merge_strings_inside, {"es": "devuelves textos", "en": "you return texts"}),
+    (merge_tensor, {"es": "no Tensor", "en": "not Tensor"}),
+    (merge_keeps_pair, {"es": "devuelves [", "en": "you return ["}),
+    (merge_as_text, {"es": "escritos como texto", "en": "written as text"}),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer, hint", MERGE_WRONG, ids=lambda x: getattr(x, "__name__", None))
+def test_merge_rejects_wrong_answers(lang, answer, hint):
+    assert_rejected(check_merge(answer, lang=lang), lang, hint)
+
+
+# --- encode: realistic wrong answers ------------------------------------------------------------
+
+
+def _apply(ids, merges, step=solution_my_merge):
+    for pair, new_id in merges:
+        ids = step(ids, pair, new_id)
+    return ids
+
+
+def encode_code_points(word, merges):
+    return _apply([BYTE_ID[ord(c)] for c in word], merges)
+
+
+def encode_raw_bytes(word, merges):
+    return _apply(list(word.encode("utf-8")), merges)
+
+
+def encode_reverse_order(word, merges):
+    return _apply([BYTE_ID[b] for b in word.encode()], merges[::-1])
+
+
+def encode_leftmost_first(word, merges):
+    ids, table = [BYTE_ID[b] for b in word.encode()], dict(merges)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(ids) - 1):
+            if (ids[i], ids[i + 1]) in table:
+                ids[i : i + 2] = [table[(ids[i], ids[i + 1])]]
+                changed = True
+                break
+    return ids
+
+
+def encode_longest_match(word, merges):
+    """WordPiece's greedy longest match over the tokens the merges build."""
+    vocab = {bytes([b]): BYTE_ID[b] for b in range(256)}
+    by_id = {i: b for b, i in vocab.items()}
+    for (a, b), new_id in merges:
+        by_id[new_id] = by_id[a] + by_id[b]
+        vocab[by_id[new_id]] = new_id
+    data, ids, i = word.encode(), [], 0
+    while i < len(data):
+        j = len(data)
+        while data[i:j] not in vocab:
+            j -= 1
+        ids.append(vocab[data[i:j]])
+        i = j
+    return ids
+
+
+def encode_first_occurrence(word, merges):
+    return _apply([BYTE_ID[b] for b in word.encode()], merges, merge_first_only)
+
+
+def encode_right_to_left(word, merges):
+    return _apply([BYTE_ID[b] for b in word.encode()], merges, merge_right_to_left)
+
+
+def encode_latest_first(word, merges):
+    """The pair of the merge learned last goes first."""
+    ids, rank = [BYTE_ID[b] for b in word.encode()], {pair: r for r, (pair, _) in enumerate(merges)}
+    table = dict(merges)
+    while present := [p for p in zip(ids, ids[1:]) if p in table]:
+        pair = max(present, key=rank.get)
+        ids = solution_my_merge(ids, pair, table[pair])
+    return ids
+
+
+def encode_forgets_the_result(word, merges):
+    ids = [BYTE_ID[b] for b in word.encode()]
+    for pair, new_id in merges:
+        solution_my_merge(ids, pair, new_id)  # the merged list is thrown away
+    return ids
+
+
+def encode_pieces(word, merges):
+    return list(word)
+
+
+def encode_bytes_tokens(word, merges):
+    return [bytes([b]) for b in word.encode()]
+
+
+ENCODE_WRONG = [
+    (encode_code_points, {"es": "puntos de código", "en": "code point"}),
+    (encode_raw_bytes, {"es": "BYTE_ID[b]", "en": "BYTE_ID[b]"}),
+    (encode_reverse_order, {"es": "en otro orden", "en": "in another order"}),
+    (encode_leftmost_first, {"es": "por la posición", "en": "by position"}),
+    (encode_longest_match, {"es": "por la posición", "en": "by position"}),
+    (encode_first_occurrence, {"es": "todas las apariciones", "en": "every occurrence"}),
+    (encode_right_to_left, {"es": "la de la izquierda", "en": "the left one"}),
+    (encode_latest_first, {"es": "en otro orden", "en": "in another order"}),
+    (encode_forgets_the_result, {"es": "sin ninguna fusión", "en": "without any merge"}),
+    (encode_pieces, {"es": "devuelves textos", "en": "you return texts"}),
+    (encode_bytes_tokens, {"es": "devuelves textos", "en": "you return texts"}),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer, hint", ENCODE_WRONG, ids=lambda x: getattr(x, "__name__", None))
+def test_encode_rejects_wrong_answers(lang, answer, hint):
+    assert_rejected(check_encode(answer, lang=lang), lang, hint)
+
+
+def test_encoding_merge_after_merge_is_encoding_by_rank():
+    """Exercise 3's answer: on the course's tokenizer, the merges applied one after another give the ids of
+    ByteBPE.encode (which picks the merge learned first each time): every merge makes a new token."""
+    tok = train_bpe(prose("es", "train") + "\n\n" + prose("en", "train"), 3000)
+    assert [new for _, new in tok.merges] == list(range(256, 3000))
+    merges = list(tok.merges)
+    longest = sorted(set(pretokenize(prose("es", "test") + prose("en", "test"))), key=lambda p: (-len(p), p))[:200]
+    for piece in longest:  # the pieces where most merges apply
+        assert solution_my_encode(piece, merges) == tok.encode(piece), piece
+
+
+# --- junk never crashes -------------------------------------------------------------------------
+
+JUNK = [None, "text", {"a": 1}, {1: 2}, {(1, 2, 3): 1}, [], (), 3, 2.5, [None], [1.5], [True], torch.tensor([1, 2])]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check", CHECKS)
+def test_junk_never_crashes(lang, check):
+    for junk in JUNK:
+        fb = check(lambda *args, junk=junk: junk, lang=lang)
+        assert isinstance(fb, Feedback) and not fb.ok, junk
+        assert fb.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:")
+        assert "el comprobador no pudo" not in fb.message and "checker could not" not in fb.message, fb.message
+
+    def raises(*args):
+        raise KeyError(241)
+
+    fb = check(raises, lang=lang)
+    assert not fb and "KeyError" in fb.message
