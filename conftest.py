@@ -11,6 +11,9 @@
   are compared except those of the cells listed there as depending on float numerics or the seed.
 - Every cell that nbval re-executes from a notebook is `slow`, so that `pytest -m "not slow"`
   is the quick loop.
+- With pytest-xdist (``python course.py test`` starts one worker per core, up to four, each
+  taking whole files), the main process measures the fingerprint once and hands the verdict to
+  the workers; it prints the verdict at the end if any notebook ran.
 """
 
 import json
@@ -25,24 +28,48 @@ ROOT = Path(__file__).resolve().parent
 STORED = ROOT / "notebooks" / "numerics.json"
 
 os.environ.update(numerics.profile_environ())
-_verdict = pytest.StashKey[str]()
+_ran = [False]  # whether a notebook cell ran in this run (seen by the main process)
+_judgement = pytest.StashKey[tuple[str, bool]]()  # (the verdict line, whether this machine differs)
+
+
+def _strict(config) -> bool:
+    return bool(config.getoption("nbval", False)) and not config.getoption("nbval_lax", False)
+
+
+def _judge(config) -> tuple[str, bool]:
+    """The verdict on this machine's numerics, measured once per run (a worker gets it from the main process)."""
+    if _judgement not in config.stash:
+        handed = getattr(config, "workerinput", {}).get("numerics")
+        if handed is not None:
+            config.stash[_judgement] = (handed[0], bool(handed[1]))
+        else:
+            stored = json.loads(STORED.read_text(encoding="utf-8"))["fingerprint"]
+            measured = numerics.measure()
+            line = numerics.verdict(measured, stored, numerics.user_language())
+            config.stash[_judgement] = (line, bool(numerics.differences(measured, stored)))
+    return config.stash[_judgement]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist, main process: hand each worker the verdict (measured here once)."""
+    if _strict(node.config):
+        node.workerinput["numerics"] = list(_judge(node.config))
 
 
 def pytest_collection_modifyitems(config, items):
     cells = [item for item in items if item.path.suffix == ".ipynb"]
     for item in cells:
         item.add_marker(pytest.mark.slow)
-    strict = config.getoption("nbval", False) and not config.getoption("nbval_lax", False)
-    if not cells or not strict:
+    if not cells or not _strict(config):
+        return
+    line, differs = _judge(config)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        reporter.write_line(line)
+    if not differs:
         return
     stored = json.loads(STORED.read_text(encoding="utf-8"))
-    measured = numerics.measure()
-    config.stash[_verdict] = numerics.verdict(measured, stored["fingerprint"], numerics.user_language())
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(config.stash[_verdict])
-    if not numerics.differences(measured, stored["fingerprint"]):
-        return
     for item in cells:
         _, number, key = (item.cell.get("id") or "--").split("-", 2)  # "en-07-<key>", as tools/notebooks.py builds it
         classified = stored["cells"].get(number)
@@ -50,6 +77,12 @@ def pytest_collection_modifyitems(config, items):
             item.options["check"] = False
 
 
+def pytest_runtest_logreport(report):
+    """Main process: note whether a notebook cell ran (with xdist, the items are the workers')."""
+    if ".ipynb::" in report.nodeid and report.when == "call":
+        _ran[0] = True
+
+
 def pytest_terminal_summary(terminalreporter, config):
-    if _verdict in config.stash:
-        terminalreporter.write_line(config.stash[_verdict])
+    if _judgement in config.stash and _ran[0]:
+        terminalreporter.write_line(config.stash[_judgement][0])

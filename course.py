@@ -82,6 +82,15 @@ def write_lab_settings(prefix: Path) -> Path:
     return path
 
 
+def parallel(rest: list[str]) -> list[str]:
+    """pytest-xdist's options for the test run: one worker per CPU core (up to four), each taking
+    whole files (a notebook's cells share one kernel), unless the user chose (``-n``, ``-p no:xdist``)
+    or the machine has one core."""
+    cores = min(os.cpu_count() or 1, 4)
+    chose = any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in rest)
+    return [] if chose or cores < 2 else ["-n", str(cores), "--dist", "loadfile"]
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in {"lab", "slides", "test", "run"}:
         print(__doc__)
@@ -98,7 +107,7 @@ def main(argv: list[str]) -> int:
     elif command == "slides":
         args = [str(py), "tools/slides.py", *rest]
     elif command == "test":
-        args = [str(py), "-m", "pytest", *rest]
+        args = [str(py), "-m", "pytest", *parallel(rest), *rest]
     else:
         args = [str(py), "tools/notebooks.py", "run", *rest]
     return subprocess.call(args)

@@ -65,3 +65,20 @@ def test_slow_marker_registered_and_notebook_cells_marked(pytestconfig):
     markers = tomllib.loads(read("pyproject.toml"))["tool"]["pytest"]["ini_options"]["markers"]
     assert any(m.startswith("slow:") for m in markers)
     assert "item.add_marker(pytest.mark.slow)" in read("conftest.py")
+
+
+def test_the_test_command_runs_files_in_parallel_unless_the_user_chose(monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course", ROOT / "course.py")
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)
+    monkeypatch.setattr(course.os, "cpu_count", lambda: 2)
+    assert course.parallel(["--durations=10"]) == ["-n", "2", "--dist", "loadfile"]  # a notebook stays in one worker
+    monkeypatch.setattr(course.os, "cpu_count", lambda: 64)
+    assert course.parallel([]) == ["-n", "4", "--dist", "loadfile"]
+    for chosen in (["-n", "1"], ["-n3"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "load"]):
+        assert course.parallel(chosen) == []
+    monkeypatch.setattr(course.os, "cpu_count", lambda: 1)
+    assert course.parallel([]) == []
+    assert "pytest-xdist" in read("constraints.txt")
