@@ -14,6 +14,8 @@
 - With pytest-xdist (``python course.py test`` starts one worker per core, up to four, each
   taking whole files), the main process measures the fingerprint once and hands the verdict to
   the workers; it prints the verdict at the end if any notebook ran.
+- At the end the run lists each notebook's time (its cells' setup, call and teardown added up),
+  so a change sees what it costs a lecture and CI.
 """
 
 import json
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parent
 STORED = ROOT / "notebooks" / "numerics.json"
 
 os.environ.update(numerics.profile_environ())
-_ran = [False]  # whether a notebook cell ran in this run (seen by the main process)
+_notebook_seconds: dict[str, float] = {}  # per notebook file, the seconds its cells took (seen by the main process)
 _judgement = pytest.StashKey[tuple[str, bool]]()  # (the verdict line, whether this machine differs)
 
 
@@ -78,11 +80,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_logreport(report):
-    """Main process: note whether a notebook cell ran (with xdist, the items are the workers')."""
-    if ".ipynb::" in report.nodeid and report.when == "call":
-        _ran[0] = True
+    """Main process: add up each notebook's time (with xdist, the reports come from the workers)."""
+    path, _, rest = report.nodeid.partition("::")
+    if path.endswith(".ipynb") and rest:
+        _notebook_seconds[path] = _notebook_seconds.get(path, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    if _judgement in config.stash and _ran[0]:
+    if _notebook_seconds:
+        terminalreporter.section("notebook times")
+        for path, seconds in sorted(_notebook_seconds.items()):
+            terminalreporter.write_line(f"{seconds:6.1f} s  {path}")
+    if _judgement in config.stash and _notebook_seconds:
         terminalreporter.write_line(config.stash[_judgement][0])
