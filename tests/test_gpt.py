@@ -232,3 +232,74 @@ def test_bad_input_raises_in_the_current_language(lang, call, es, en, language):
     with pytest.raises(ValueError) as info:
         call(model)
     assert (es if lang == "es" else en) in str(info.value)
+
+
+# --------------------------------------------------------------------------- what the corpus allows
+
+
+def _next_token_entropy(corpus: CountingCorpus) -> float:
+    """The generator's next-token entropy, prefix by prefix (from the lines sharing each prefix), summed
+    over a line and divided by the tokens a line predicts: the floor, computed the long way."""
+    import math
+    from collections import defaultdict
+
+    lines = {tuple(corpus.line(start, count, lang)): q for (lang, start, count), q in corpus.distribution().items()}
+    following: dict[tuple, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for line, q in lines.items():
+        for t in range(1, len(line)):
+            following[tuple(line[:t])][line[t]] += q
+    entropy = 0.0
+    for nxt in following.values():
+        total = sum(nxt.values())  # the probability of reaching this prefix
+        entropy -= sum(q * math.log(q / total) for q in nxt.values())
+    return entropy / sum(q * (len(line) - 1) for line, q in lines.items())
+
+
+@pytest.mark.parametrize("held_out", [(), (("es", 3, 2), ("en", 0, 4), ("en", 9, 3))])
+def test_the_floor_is_the_generators_next_token_entropy(held_out):
+    corpus = CountingCorpus(12, min_count=2, max_count=4, held_out=held_out)
+    assert corpus.entropy_per_token() == pytest.approx(_next_token_entropy(corpus), rel=1e-12)
+    assert sum(corpus.distribution().values()) == pytest.approx(1.0)
+
+
+def test_held_out_lines_are_never_drawn_and_the_distinct_share_is_the_expected_one():
+    held_out = {("es", 3, 2), ("en", 0, 4), ("en", 9, 3), ("es", 0, 2)}
+    corpus = CountingCorpus(12, min_count=2, max_count=4, held_out=held_out)
+    rng = random.Random(0)
+    drawn = [tuple(corpus.random_line(rng)) for _ in range(3000)]
+    held_lines = {tuple(corpus.line(start, count, lang)) for lang, start, count in held_out}
+    assert not held_lines & set(drawn)
+    assert sum(corpus.distribution(held_out=True).values()) == pytest.approx(1.0)
+    assert set(corpus.distribution(held_out=True)) == held_out
+    n, trials = 40, 300
+    shares = [len({tuple(corpus.random_line(rng)) for _ in range(n)}) / n for _ in range(trials)]
+    assert sum(shares) / trials == pytest.approx(corpus.expected_distinct(n), abs=0.01)
+
+
+def test_corpus_loss_against_the_floor_and_by_hand():
+    import math
+
+    from minitransformer.gpt import corpus_loss
+
+    corpus = CountingCorpus(12, min_count=2, max_count=4, held_out={("es", 3, 2), ("en", 0, 4)})
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=len(corpus.vocab), max_len=32, d_model=16, n_heads=2, n_layers=1, d_ff=32, pad_id=0)
+    model = GPT(config).eval()
+    for held in (False, True):
+        weights = corpus.distribution(held)
+        total, tokens = 0.0, 0.0
+        for (lang, start, count), q in weights.items():  # one line at a time, no padding
+            line = torch.tensor([corpus.line(start, count, lang)])
+            with torch.no_grad():
+                total += q * lm_loss(model(line), line, None).item() * (line.size(1) - 1)
+            tokens += q * (line.size(1) - 1)
+        assert corpus_loss(model, corpus, held_out=held) == pytest.approx(total / tokens, rel=1e-5)
+    assert corpus_loss(model, corpus) >= corpus.entropy_per_token()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()  # a uniform model: ln V per token
+    assert corpus_loss(model, corpus) == pytest.approx(math.log(len(corpus.vocab)), rel=1e-6)
+    assert corpus.held_out_rule_loss() > 0
+    with pytest.raises(ValueError):
+        CountingCorpus(12, 2, 4).held_out_rule_loss()
+    with pytest.raises(ValueError):
+        CountingCorpus(12, 2, 4, held_out={("es", 20, 2)})  # not a line of the corpus

@@ -51,6 +51,7 @@ __all__ = [
     "generate",
     "train_gpt",
     "lm_loss",
+    "corpus_loss",
     "CountingRecipe",
     "COUNTING_RECIPE",
     "train_counting_gpt",
@@ -401,6 +402,28 @@ def lm_loss(logits: Tensor, tokens: Tensor, pad_id: int | None) -> Tensor:
     )
 
 
+@torch.no_grad()
+def corpus_loss(model: nn.Module, corpus: CountingCorpus, held_out: bool = False) -> float:
+    """The model's expected next-token loss, in nats per predicted token, on the lines of
+    ``corpus`` as its generator draws them (``held_out=True``: on its held-out lines), computed
+    over every line at once instead of a sample: comparable with
+    :meth:`~minitransformer.corpus.CountingCorpus.entropy_per_token`, which it can never beat."""
+    from .data import pad_sequences
+
+    weights = corpus.distribution(held_out)
+    pad = corpus.vocab.pad_id
+    lines = pad_sequences([corpus.line(start, count, lang) for lang, start, count in weights], pad)  # (N, L)
+    lines = lines.to(next(model.parameters()).device)
+    with eval_mode(model):
+        logits = model(lines)  # (N, L, V)
+    targets = lines[:, 1:]  # (N, L - 1)
+    per_token = nn.functional.cross_entropy(
+        logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=pad, reduction="none"
+    )  # (N, L - 1)
+    w = torch.tensor(list(weights.values()), dtype=torch.float64, device=lines.device)  # (N,)
+    return float((w * per_token.double().sum(dim=1)).sum() / (w * (targets != pad).sum(dim=1)).sum())
+
+
 def train_gpt(
     model: nn.Module,
     next_batch: Callable[[], Tensor],
@@ -466,9 +489,18 @@ class CountingRecipe:
     batch_size: int = 64
     lr: float = 5e-3
     warmup: int = 50
+    held_out: float = 0.1  # share of the corpus's lines set aside for training (the same ones every run)
 
-    def corpus(self) -> CountingCorpus:
-        return CountingCorpus(self.max_number, min_count=2, max_count=self.max_count)
+    def corpus(self, held_out: bool = False) -> CountingCorpus:
+        """The counting corpus; with ``held_out``, the one training draws from: the recipe's
+        share of its lines, chosen once (``random.Random(0)``), is set aside."""
+        import random
+
+        every = CountingCorpus(self.max_number, min_count=2, max_count=self.max_count)
+        if not held_out:
+            return every
+        chosen = random.Random(0).sample(every.keys(), round(self.held_out * len(every.keys())))
+        return CountingCorpus(self.max_number, min_count=2, max_count=self.max_count, held_out=chosen)
 
     def config(self, corpus: CountingCorpus) -> GPTConfig:
         return GPTConfig(
@@ -492,16 +524,17 @@ def train_counting_gpt(
     device: torch.device | str | None = None,
     progress: bool = True,
 ) -> tuple[GPT, CountingCorpus, list[float]]:
-    """Train the counting GPT from scratch under ``seed`` (default: the seed in force).
+    """Train the counting GPT from scratch under ``seed`` (default: the seed in force), on the
+    recipe's corpus without its held-out lines.
 
-    Returns ``(model, corpus, losses)``; the model is in eval mode.
+    Returns ``(model, corpus, losses)``: ``corpus`` knows the held-out lines; the model is in eval mode.
     """
     import random
 
     from .runtime import seed as current_seed
 
     seed = current_seed() if seed is None else seed
-    corpus = recipe.corpus()
+    corpus = recipe.corpus(held_out=True)
     torch.manual_seed(seed)
     model = GPT(recipe.config(corpus))
     rng = random.Random(seed)
