@@ -16,6 +16,7 @@ from torch.testing import assert_close
 
 from minitransformer.attention import (
     MultiHeadAttention,
+    attention_weights_needed,
     causal_mask,
     combine_masks,
     padding_mask,
@@ -394,3 +395,95 @@ def test_forward_hooks_on_the_projections_see_every_call():
     with torch.no_grad():
         mha(x, x, x)
     assert seen == ["W_q", "W_k", "W_v"] * 2
+
+
+# ---------------------------------------------------------------- edge shapes against the peers
+#
+# The course's convention: a query row with no allowed key gives zero weights and a zero attention
+# output, never NaN. F.scaled_dot_product_attention on the CPU (PyTorch 2.13) gives zeros too (older
+# releases and other devices may give NaN); nn.MultiheadAttention gives NaN for the whole output row.
+# Both are compared on every other row, and ours is checked against the convention on the empty ones.
+
+SDPA_SHAPES = [  # (B, H, T, S, Dh): batch 1 and more, length 1, odd lengths, one head, many heads
+    (1, 1, 1, 1, 4),
+    (1, 1, 1, 7, 3),
+    (3, 1, 5, 5, 8),
+    (2, 8, 7, 3, 2),
+    (2, 16, 9, 9, 1),
+    (1, 4, 13, 17, 5),
+]
+
+
+def _mask_with_an_empty_row(B: int, T: int, S: int, seed: int) -> torch.Tensor:
+    mask = torch.rand(B, 1, T, S, generator=torch.Generator().manual_seed(seed)) > 0.4
+    mask[..., 0] = True  # every row sees a key...
+    mask[0, 0, T // 2] = False  # ...but one, which sees none
+    return mask
+
+
+@pytest.mark.parametrize("masked", ["none", "causal", "empty row"])
+@pytest.mark.parametrize("B, H, T, S, Dh", SDPA_SHAPES)
+def test_sdpa_equals_torch_functional_on_edge_shapes(B, H, T, S, Dh, masked):
+    g = torch.Generator().manual_seed(B * 100 + T * 10 + S)
+    q, k, v = (torch.randn(B, H, n, Dh, generator=g) for n in (T, S, S))
+    mask = {
+        "none": None,
+        "causal": torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)[None, None],
+        "empty row": _mask_with_an_empty_row(B, T, S, seed=T + S),
+    }[masked]
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert out.shape == (B, H, T, Dh) and w.shape == (B, H, T, S)
+    assert torch.isfinite(out).all() and torch.isfinite(w).all()
+    empty = torch.zeros(B, 1, T, dtype=torch.bool) if mask is None else ~mask.any(-1)  # (B, 1, T)
+    empty = empty.expand(B, H, T)
+    assert_close(out[~empty], ref[~empty])
+    assert (out[empty] == 0).all() and (w[empty] == 0).all()  # the course's convention on empty rows
+    assert_close(w.sum(-1)[~empty], torch.ones(int((~empty).sum())))
+
+
+MHA_SHAPES = [  # (B, T, S, D, H)
+    (1, 1, 1, 8, 1),
+    (1, 5, 5, 8, 8),
+    (3, 7, 3, 12, 3),
+    (2, 1, 9, 16, 16),
+    (4, 9, 9, 6, 1),
+]
+
+
+@pytest.mark.parametrize("B, T, S, D_, H_", MHA_SHAPES)
+def test_multi_head_attention_equals_torch_on_edge_shapes_and_empty_rows(B, T, S, D_, H_):
+    torch.manual_seed(B + T + S + D_ + H_)
+    ours = MultiHeadAttention(D_, H_).eval()
+    theirs = to_torch_mha(ours).eval()
+    query, memory = torch.randn(B, T, D_), torch.randn(B, S, D_)
+    keys = torch.ones(B, S, dtype=torch.bool)  # True = a real key
+    if B > 1:
+        keys[-1] = False  # the last sequence has no key at all
+    rows = torch.ones(T, S, dtype=torch.bool)
+    if T > 1:
+        rows[T // 2] = False  # one query sees no key in any sequence
+    mask = keys[:, None, None, :] & rows[None, None]  # (B, 1, T, S)
+
+    out, w = ours(query, memory, memory, mask)
+    ref_out, ref_w = theirs(
+        query,
+        memory,
+        memory,
+        key_padding_mask=torch_mask(keys),
+        attn_mask=torch_mask(rows),
+        average_attn_weights=False,
+    )
+    empty = ~mask.any(-1)[:, 0]  # (B, T)
+    assert out.shape == (B, T, D_) and w.shape == (B, H_, T, S)
+    assert torch.isfinite(out).all()
+    assert_close(out[~empty], ref_out[~empty])
+    assert_close(w.transpose(1, 2)[~empty], ref_w.transpose(1, 2)[~empty])
+    # ours: zero weights and a zero attention, so only W_o's bias is left; PyTorch's row is NaN
+    assert (w.transpose(1, 2)[empty] == 0).all()
+    assert_close(out[empty], ours.W_o.bias.expand(int(empty.sum()), D_))
+    assert bool(ref_out[empty].isnan().all())
+    with attention_weights_needed(False):  # the fused kernel the models use when no weights are asked for
+        fused, none = ours(query, memory, memory, mask)
+    assert none is None
+    assert_close(fused, out)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -189,13 +191,22 @@ def test_every_solution_is_accepted_by_its_checker(name, lang):
     assert fb.ok, f"{name}: {fb.message}"
 
 
+def _def_line(code: str, stub: str) -> int:
+    """The index of the line where the solution's function starts, after its imports."""
+    lines = code.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"def {stub}("))
+    assert all(line == "" or line.startswith(("import ", "from ")) for line in lines[:start]), code
+    return start
+
+
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_every_solution_is_shown_with_code_and_an_explanation_in_both_languages(name):
     es, en = show_solution(name, lang="es"), show_solution(name, lang="en")
     stub = solution_function(name).__name__.removeprefix("solution_")
     for shown in (es, en):
-        assert shown.code.startswith(f"def {stub}(")
+        _def_line(shown.code, stub)
         assert "@explain" not in shown.code and "solution_" not in shown.code
+        assert "«" not in shown.code and "»" not in shown.code  # every «es|en» comment resolved
         ast.parse(shown.code)  # the code shown is valid Python
         assert len(shown.explanation) > 80
         assert f"```python\n{shown.code}" in shown._repr_markdown_()
@@ -203,16 +214,62 @@ def test_every_solution_is_shown_with_code_and_an_explanation_in_both_languages(
     assert str(es).startswith("Solución") and str(en).startswith("Solution")
 
 
-@pytest.mark.parametrize("name", list(EXERCISES))
-def test_the_shown_code_runs_and_passes_the_checker(name):
-    """What a student copies into the cell (where torch, math and F are imported) is what the checker accepts."""
-    import math
+def _comments_and_docstrings(code: str) -> list[str]:
+    texts = [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type == tokenize.COMMENT]
+    functions = [node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.FunctionDef)]
+    return texts + [ast.get_docstring(f) for f in functions if ast.get_docstring(f)]
 
+
+# Notebook 10's solutions (exercises/modern.py) are being rewritten in parallel; they join this test
+# once their comments follow the «es|en» convention.
+@pytest.mark.parametrize("name", [n for n in EXERCISES if not n.startswith("10.")])
+def test_the_spanish_solution_has_no_english_comment_or_docstring(name):
+    """A comment or docstring with words (not only shapes such as "# (B, H, T, S)") is written in each
+    language: the Spanish code shows the Spanish one."""
+    es = _comments_and_docstrings(show_solution(name, lang="es").code)
+    en = _comments_and_docstrings(show_solution(name, lang="en").code)
+    assert len(es) == len(en)
+    for spanish, english in zip(es, en):
+        if re.search(r"[a-záéíóúñ]{3,} [a-záéíóúñ]{3,}", english, re.I):
+            assert spanish != english, f"{name}: an English comment in the Spanish solution: {english}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_the_shown_code_runs_pasted_into_a_fresh_cell_and_passes_the_checker(name, lang):
+    """The exact text show_solution shows, executed in an empty namespace with no future import (as in a
+    fresh kernel: annotations are evaluated, nothing is imported), defines a function its checker accepts."""
     module, check, solution = EXERCISES[name]
-    namespace = {"torch": torch, "math": math, "F": torch.nn.functional}
-    exec(show_solution(name, lang="en").code, namespace)
+    namespace: dict = {}
+    code = compile(show_solution(name, lang=lang).code, "<cell>", "exec", dont_inherit=True)
+    exec(code, namespace)
     checker_fn = getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
-    assert checker_fn(namespace[solution.removeprefix("solution_")], lang="en").ok
+    fb = checker_fn(namespace[solution.removeprefix("solution_")], lang=lang)
+    assert fb.ok, f"{name}: {fb.message}"
+    assert fb.message.startswith("✅ ¡Correcto!" if lang == "es" else "✅ Correct!")
+
+
+def test_a_comment_in_both_languages_is_shown_in_the_solutions_language():
+    from minitransformer.exercises.registry import _source
+
+    def solution_double(x):
+        return 2 * x  # «el doble|twice» (B, T)
+
+    assert _source(solution_double, "es").endswith("return 2 * x  # el doble (B, T)")
+    assert _source(solution_double, "en").endswith("return 2 * x  # twice (B, T)")
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name,check", list(checkers()), ids=list(EXERCISES))
+def test_a_checker_without_lang_answers_in_the_notebooks_language(name, check, lang, language):
+    """runtime.setup(lang=...) sets the package's language; a checker called without lang= (or with
+    lang=None) answers in it, whatever the language of the previous notebook was."""
+    language(lang)
+    for answer in (lambda *a: None, "not a function"):
+        for fb in (check(answer), check(answer, lang=None), check(answer, None)):
+            assert not fb.ok and fb.message.startswith(NOT_YET[lang]), (name, fb.message)
+    other = "en" if lang == "es" else "es"
+    assert check(lambda *a: None, lang=other).message.startswith(NOT_YET[other])  # an explicit lang wins
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -240,7 +297,7 @@ def test_an_unknown_exercise_is_a_course_error_that_lists_the_notebooks_exercise
 def test_registering_a_new_exercise_is_one_line(tmp_path):
     register("99.double", "attention", "check_softmax", "solution_softmax")
     try:
-        assert show_solution("99.double", lang="en").code.startswith("def softmax(")
+        assert _def_line(show_solution("99.double", lang="en").code, "softmax") == 3  # after "import torch"
     finally:
         del EXERCISES["99.double"]
 

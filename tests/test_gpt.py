@@ -17,35 +17,116 @@ def tiny(**kw) -> GPT:
     return GPT(GPTConfig(**{**base, **kw})).eval()
 
 
+def _gpt2(seed: int = 0, **settings):
+    """A random GPT2LMHeadModel from a tiny config (nothing downloaded), with non-trivial LayerNorms and biases."""
+    transformers = pytest.importorskip("transformers")
+    base = dict(vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4, bos_token_id=0, eos_token_id=0)
+    attn = settings.pop("attn_implementation", None)
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(**{**base, **settings})
+    if attn is not None:
+        config._attn_implementation = attn
+    hf = transformers.GPT2LMHeadModel(config).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+            elif "c_attn" in name:
+                p.mul_(5)  # scores large enough that their scale matters: attention far from uniform
+    return hf
+
+
+def _agree(hf, tokens, generate_too=False):
+    ours = from_gpt2(hf)
+    assert not ours.training
+    assert ours.num_parameters() == sum(p.numel() for p in hf.parameters())
+    with torch.no_grad():
+        torch.testing.assert_close(ours(tokens), hf(tokens).logits, atol=1e-5, rtol=1e-5)
+        if generate_too:
+            greedy = hf.generate(tokens[:, :6], max_new_tokens=12, do_sample=False, pad_token_id=0)
+            assert torch.equal(generate(ours, tokens[:, :6], 12, temperature=0), greedy)
+
+
 @pytest.mark.parametrize("activation", ["gelu_new", "gelu", "relu"])
 @pytest.mark.parametrize("tie", [True, False])
 def test_equal_to_transformers_gpt2(activation, tie):
+    hf = _gpt2(activation_function=activation, tie_word_embeddings=tie)
+    _agree(hf, torch.randint(0, 97, (3, 40)), generate_too=True)
+
+
+# Every GPT2Config setting that changes the function, with the values from_gpt2 carries over exactly.
+SUPPORTED = [
+    *(dict(activation_function=a) for a in ["gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast", "gelu_accurate"]),
+    dict(activation_function="gelu_python"),
+    dict(layer_norm_epsilon=1e-2),
+    dict(n_inner=80),
+    dict(n_inner=None, n_embd=40, n_head=5),
+    dict(tie_word_embeddings=False),
+    dict(scale_attn_weights=False),
+    dict(scale_attn_by_inverse_layer_idx=True),
+    dict(scale_attn_weights=False, scale_attn_by_inverse_layer_idx=True),
+    dict(reorder_and_upcast_attn=True, attn_implementation="eager"),
+    dict(reorder_and_upcast_attn=True, scale_attn_by_inverse_layer_idx=True, attn_implementation="eager"),
+    dict(attn_implementation="eager"),
+    dict(attn_implementation="sdpa"),
+    dict(resid_pdrop=0.3, embd_pdrop=0.0, attn_pdrop=0.2),  # dropout: off in eval mode on both sides
+]
+
+
+@pytest.mark.parametrize("settings", SUPPORTED, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_every_supported_gpt2_setting_gives_transformers_logits(settings):
+    _agree(_gpt2(**settings), torch.randint(0, 97, (2, 17)))
+
+
+# Edge shapes: batch 1 and more, length 1, odd lengths, the full context, one head, many heads.
+SHAPES = [(1, 1, 4), (1, 7, 4), (3, 1, 4), (2, 13, 1), (2, 40, 12), (4, 9, 48)]
+
+
+@pytest.mark.parametrize("batch, length, heads", SHAPES)
+def test_gpt_equals_transformers_on_edge_shapes(batch, length, heads):
+    _agree(_gpt2(n_head=heads), torch.randint(0, 97, (batch, length), generator=torch.Generator().manual_seed(length)))
+
+
+REFUSED = [
+    *(
+        (dict(activation_function=a), "activation_function")
+        for a in ["quick_gelu", "silu", "swish", "gelu_10", "tanh", "sigmoid", "mish", "relu6", "leaky_relu"]
+    ),
+    (dict(add_cross_attention=True), "add_cross_attention"),
+]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize("settings, flag", REFUSED, ids=lambda x: str(x))
+def test_unsupported_gpt2_settings_are_refused_naming_the_setting(settings, flag, lang, language):
+    hf = _gpt2(**settings)
+    language(lang)
+    with pytest.raises(ValueError) as info:
+        from_gpt2(hf)
+    assert flag in str(info.value)
+    assert ("no puede representar" if lang == "es" else "cannot represent") in str(info.value)
+
+
+def test_what_is_not_a_gpt2_lm_head_model_is_refused(language):
     transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    hf = transformers.GPT2LMHeadModel(
-        transformers.GPT2Config(
-            vocab_size=97,
-            n_positions=40,
-            n_embd=48,
-            n_layer=3,
-            n_head=4,
-            activation_function=activation,
-            tie_word_embeddings=tie,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-    ).eval()
-    with torch.no_grad():  # non-trivial LayerNorms and biases
-        for p in hf.parameters():
-            if p.dim() == 1:
-                p.add_(0.1 * torch.randn_like(p))
+    language("en")
+    base = _gpt2()
+    with pytest.raises(ValueError, match="GPT2LMHeadModel"):
+        from_gpt2(base.transformer)  # the model without its head
+    hf = _gpt2()
+    hf.transformer.h[0].attn.c_attn.weight = torch.nn.Parameter(torch.zeros(48, 96))  # a head taken out
+    with pytest.raises(ValueError, match="c_attn.weight"):
+        from_gpt2(hf)
+    assert isinstance(base, transformers.GPT2LMHeadModel)
+
+
+def test_a_float64_gpt2_gives_a_float64_model():
+    hf = _gpt2().to(torch.float64)
     ours = from_gpt2(hf)
-    assert ours.num_parameters() == sum(p.numel() for p in hf.parameters())
-    x = torch.randint(0, 97, (3, 40))
+    assert next(ours.parameters()).dtype == torch.float64
+    x = torch.randint(0, 97, (2, 11))
     with torch.no_grad():
-        torch.testing.assert_close(ours(x), hf(x).logits, atol=1e-5, rtol=1e-5)
-        greedy = hf.generate(x[:, :6], max_new_tokens=12, do_sample=False, pad_token_id=0)
-    assert torch.equal(generate(ours, x[:, :6], 12, temperature=0), greedy)
+        torch.testing.assert_close(ours(x), hf(x).logits, atol=1e-10, rtol=1e-10)
 
 
 def test_gpt2_small_defaults():
@@ -151,3 +232,74 @@ def test_bad_input_raises_in_the_current_language(lang, call, es, en, language):
     with pytest.raises(ValueError) as info:
         call(model)
     assert (es if lang == "es" else en) in str(info.value)
+
+
+# --------------------------------------------------------------------------- what the corpus allows
+
+
+def _next_token_entropy(corpus: CountingCorpus) -> float:
+    """The generator's next-token entropy, prefix by prefix (from the lines sharing each prefix), summed
+    over a line and divided by the tokens a line predicts: the floor, computed the long way."""
+    import math
+    from collections import defaultdict
+
+    lines = {tuple(corpus.line(start, count, lang)): q for (lang, start, count), q in corpus.distribution().items()}
+    following: dict[tuple, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for line, q in lines.items():
+        for t in range(1, len(line)):
+            following[tuple(line[:t])][line[t]] += q
+    entropy = 0.0
+    for nxt in following.values():
+        total = sum(nxt.values())  # the probability of reaching this prefix
+        entropy -= sum(q * math.log(q / total) for q in nxt.values())
+    return entropy / sum(q * (len(line) - 1) for line, q in lines.items())
+
+
+@pytest.mark.parametrize("held_out", [(), (("es", 3, 2), ("en", 0, 4), ("en", 9, 3))])
+def test_the_floor_is_the_generators_next_token_entropy(held_out):
+    corpus = CountingCorpus(12, min_count=2, max_count=4, held_out=held_out)
+    assert corpus.entropy_per_token() == pytest.approx(_next_token_entropy(corpus), rel=1e-12)
+    assert sum(corpus.distribution().values()) == pytest.approx(1.0)
+
+
+def test_held_out_lines_are_never_drawn_and_the_distinct_share_is_the_expected_one():
+    held_out = {("es", 3, 2), ("en", 0, 4), ("en", 9, 3), ("es", 0, 2)}
+    corpus = CountingCorpus(12, min_count=2, max_count=4, held_out=held_out)
+    rng = random.Random(0)
+    drawn = [tuple(corpus.random_line(rng)) for _ in range(3000)]
+    held_lines = {tuple(corpus.line(start, count, lang)) for lang, start, count in held_out}
+    assert not held_lines & set(drawn)
+    assert sum(corpus.distribution(held_out=True).values()) == pytest.approx(1.0)
+    assert set(corpus.distribution(held_out=True)) == held_out
+    n, trials = 40, 300
+    shares = [len({tuple(corpus.random_line(rng)) for _ in range(n)}) / n for _ in range(trials)]
+    assert sum(shares) / trials == pytest.approx(corpus.expected_distinct(n), abs=0.01)
+
+
+def test_corpus_loss_against_the_floor_and_by_hand():
+    import math
+
+    from minitransformer.gpt import corpus_loss
+
+    corpus = CountingCorpus(12, min_count=2, max_count=4, held_out={("es", 3, 2), ("en", 0, 4)})
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=len(corpus.vocab), max_len=32, d_model=16, n_heads=2, n_layers=1, d_ff=32, pad_id=0)
+    model = GPT(config).eval()
+    for held in (False, True):
+        weights = corpus.distribution(held)
+        total, tokens = 0.0, 0.0
+        for (lang, start, count), q in weights.items():  # one line at a time, no padding
+            line = torch.tensor([corpus.line(start, count, lang)])
+            with torch.no_grad():
+                total += q * lm_loss(model(line), line, None).item() * (line.size(1) - 1)
+            tokens += q * (line.size(1) - 1)
+        assert corpus_loss(model, corpus, held_out=held) == pytest.approx(total / tokens, rel=1e-5)
+    assert corpus_loss(model, corpus) >= corpus.entropy_per_token()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()  # a uniform model: ln V per token
+    assert corpus_loss(model, corpus) == pytest.approx(math.log(len(corpus.vocab)), rel=1e-6)
+    assert corpus.held_out_rule_loss() > 0
+    with pytest.raises(ValueError):
+        CountingCorpus(12, 2, 4).held_out_rule_loss()
+    with pytest.raises(ValueError):
+        CountingCorpus(12, 2, 4, held_out={("es", 20, 2)})  # not a line of the corpus

@@ -53,7 +53,7 @@ def test_top_k_keeps_ties():
     assert top_k_filter(x, 1).isfinite().tolist() == [[False, True, True, False]]
 
 
-@pytest.mark.parametrize("p", [0.05, 0.3, 0.5, 0.9, 0.99, 1.0])
+@pytest.mark.parametrize("p", [0.05, 0.3, 0.5, 0.9, 0.99])
 def test_top_p_keeps_the_smallest_set_reaching_p(logits, p):
     probs = torch.softmax(logits, -1)
     kept = top_p_filter(logits, p).isfinite()
@@ -67,6 +67,15 @@ def test_top_p_keeps_the_smallest_set_reaching_p(logits, p):
         removed = probs[row][~kept[row]]
         assert removed.numel() == 0 or probs[row][kept[row]].min() >= removed.max()
     assert torch.equal(top_p_filter(logits, p)[kept], logits[kept])
+
+
+@pytest.mark.parametrize("vocab", [10, 1000, 50257])
+def test_top_p_of_one_keeps_every_token(vocab):
+    """A float32 cumulative sum reaches 1.0 before the tail of a large vocabulary: p = 1 must not cut it."""
+    logits = torch.randn(3, vocab, generator=torch.Generator().manual_seed(vocab)) * 5
+    assert bool(top_p_filter(logits, 1.0).isfinite().all())
+    assert torch.equal(top_p_filter(logits, 1.0), logits)
+    assert bool((next_token_probs(logits, top_p=1.0) > 0).sum(-1).eq(vocab).all())
 
 
 def test_top_p_by_hand():
@@ -129,3 +138,44 @@ def test_bad_arguments_raise_in_the_current_language(lang, call, es, en, logits,
         call(logits)
     assert (es if lang == "es" else en) in str(info.value)
     assert str(info.value) == (info.value.es if lang == "es" else info.value.en)
+
+
+# --------------------------------------------------------------------------- the peers: transformers' warpers
+
+warpers = pytest.importorskip("transformers.generation.logits_process")
+
+
+@pytest.mark.parametrize("vocab", [10, 97, 1000, 50257])
+@pytest.mark.parametrize("scale", [1.0, 3.0, 10.0])
+def test_top_p_keeps_what_transformers_keeps(vocab, scale):
+    """The kept set equals TopPLogitsWarper's (its convention: remove the least likely tokens while their
+    cumulative mass is ≤ 1 - p, always keep the most likely), on small and GPT-2-sized vocabularies."""
+    g = torch.Generator().manual_seed(vocab + int(scale))
+    logits = torch.randn(4, vocab, generator=g) * scale
+    logits[1] = logits[1].round()  # ties
+    for p in (0.01, 0.1, 0.5, 0.9, 0.95, 0.99, 0.999):
+        theirs = warpers.TopPLogitsWarper(p)(None, logits.clone())
+        assert torch.equal(top_p_filter(logits, p).isfinite(), theirs.isfinite()), p
+        assert torch.equal(top_p_filter(logits, p), theirs), p
+
+
+@pytest.mark.parametrize("vocab", [1, 2, 10, 50257])
+@pytest.mark.parametrize("k", [1, 2, 5, 50, 60000])
+def test_top_k_and_temperature_equal_transformers_warpers(vocab, k):
+    """TopKLogitsWarper keeps ties with the k-th too, and a k larger than the vocabulary keeps everything."""
+    g = torch.Generator().manual_seed(vocab + k)
+    logits = torch.randn(3, vocab, generator=g) * 4
+    logits[0] = logits[0].round()  # ties with the k-th
+    assert torch.equal(top_k_filter(logits, k), warpers.TopKLogitsWarper(k)(None, logits.clone()))
+    for tau in (0.1, 0.7, 1.0, 2.5):
+        assert torch.equal(apply_temperature(logits, tau), warpers.TemperatureLogitsWarper(tau)(None, logits.clone()))
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_the_three_filters_compose_as_transformers_generate_does(batch):
+    """Temperature, then top-k, then top-p: the order of transformers' generate, the same distribution."""
+    logits = torch.randn(batch, 300, generator=torch.Generator().manual_seed(batch)) * 3
+    scores = logits.clone()
+    for warp in (warpers.TemperatureLogitsWarper(0.8), warpers.TopKLogitsWarper(40), warpers.TopPLogitsWarper(0.9)):
+        scores = warp(None, scores)
+    torch.testing.assert_close(next_token_probs(logits, temperature=0.8, top_k=40, top_p=0.9), scores.softmax(-1))

@@ -16,16 +16,27 @@ for a whole line, so a sampled continuation can be judged right or wrong:
   than the one before, separated by ``,``;
 * then ``<eos>`` (a line cut short is not valid); nothing but padding after it.
 
+The corpus is small: a line is fixed by its language, its first number and how many numbers
+it holds, so there are only ``2 · Σ (max_number - c + 1)`` distinct lines (780 for numbers
+below 100 and 2 to 5 per line), each drawn with a known probability. That bounds what any
+model can do, and both bounds are computed exactly here: the next-token loss cannot fall
+below :meth:`CountingCorpus.entropy_per_token`, and n lines drawn from the corpus are, on
+average, :meth:`CountingCorpus.expected_distinct` distinct. Lines given as ``held_out`` are
+never drawn, so that a model can be measured on lines it has never seen.
+
 Stable API (notebooks 09 and 10 build on it): ``CountingCorpus(max_number, min_count,
-max_count)``, ``.vocab``, ``.line``, ``.batch``, ``.prompt``, ``.prompts``, ``.is_valid``,
-``.validity``, ``.parse``.
+max_count, held_out)``, ``.vocab``, ``.line``, ``.batch``, ``.prompt``, ``.prompts``,
+``.is_valid``, ``.validity``, ``.parse``, ``.distribution``, ``.entropy_per_token``,
+``.held_out_rule_loss``, ``.expected_distinct``.
 
 Letters: B batch, L line length.
 """
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +45,9 @@ from torch import Tensor
 from .data import Vocab, pad_sequences, spell_number
 from .i18n import check_lang, error
 
-__all__ = ["LANG_TAGS", "SEPARATOR", "CountingCorpus", "ParsedLine"]
+__all__ = ["LANG_TAGS", "SEPARATOR", "CountingCorpus", "LineKey", "ParsedLine"]
+
+LineKey = tuple[str, int, int]  # (language, first number, how many numbers): one line of the corpus
 
 LANG_TAGS = {"es": "<es>", "en": "<en>"}
 SEPARATOR = ","
@@ -56,12 +69,20 @@ class CountingCorpus:
     Args:
         max_number: numbers n with 0 ≤ n < max_number (at most 1 000 000).
         min_count, max_count: how many numbers a line holds (drawn uniformly).
+        held_out: lines ``(lang, start, count)`` that are never drawn (for measuring a model
+            on lines it has not seen).
+
+    A line is drawn as: a language (uniform), a count (uniform in [min_count, max_count]),
+    a first number (uniform among those whose line fits below ``max_number``); a held-out
+    line is drawn again.
 
     The vocabulary: ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, ``<unk>`` = 3, the tags
     ``<es>`` and ``<en>``, ``,`` and every word the numbers use.
     """
 
-    def __init__(self, max_number: int = 1000, min_count: int = 2, max_count: int = 6):
+    def __init__(
+        self, max_number: int = 1000, min_count: int = 2, max_count: int = 6, held_out: Iterable[LineKey] = ()
+    ):
         if not 2 <= max_number <= 1_000_000:
             raise error(
                 f"max_number debe estar entre 2 y 1 000 000, no {max_number}",
@@ -84,6 +105,14 @@ class CountingCorpus:
         self.vocab = Vocab([*LANG_TAGS.values(), SEPARATOR, *words])
         self.tag_lang = {self.vocab.index[t]: lang for lang, t in LANG_TAGS.items()}
         self.sep_id = self.vocab.index[SEPARATOR]
+        self._lines: dict[LineKey, list[int]] = {}
+        self.held_out = frozenset(held_out)
+        every = set(self.keys())
+        if not self.held_out <= every or self.held_out == every:
+            raise error(
+                "held_out debe ser un conjunto de líneas (idioma, inicio, cuántos) del corpus, sin ser todas",
+                "held_out must be a set of the corpus's lines (lang, start, count), not all of them",
+            )
 
     @property
     def longest_line(self) -> int:
@@ -92,21 +121,76 @@ class CountingCorpus:
 
     def line(self, start: int, count: int, lang: str) -> list[int]:
         """Ids of the line counting ``count`` numbers from ``start`` in ``lang``."""
-        check_lang(lang)
-        if start < 0 or count < 1 or start + count > self.max_number:
-            raise error(
-                f"los números deben estar en [0, {self.max_number})", f"the numbers must lie in [0, {self.max_number})"
-            )
-        words = [LANG_TAGS[lang]]
-        for i, n in enumerate(range(start, start + count)):
-            words += ([SEPARATOR] if i else []) + spell_number(n, lang).split()
-        return self.vocab.encode(words, bos=True, eos=True)
+        key = (lang, start, count)
+        if key not in self._lines:  # spelled once: training draws the same lines again and again
+            check_lang(lang)
+            if start < 0 or count < 1 or start + count > self.max_number:
+                raise error(
+                    f"los números deben estar en [0, {self.max_number})",
+                    f"the numbers must lie in [0, {self.max_number})",
+                )
+            words = [LANG_TAGS[lang]]
+            for i, n in enumerate(range(start, start + count)):
+                words += ([SEPARATOR] if i else []) + spell_number(n, lang).split()
+            self._lines[key] = self.vocab.encode(words, bos=True, eos=True)
+        return list(self._lines[key])
 
     def random_line(self, rng: random.Random) -> list[int]:
-        """A line with a random language, length and start."""
-        lang = rng.choice(list(LANG_TAGS))
-        count = rng.randint(self.min_count, self.max_count)
-        return self.line(rng.randrange(self.max_number - count + 1), count, lang)
+        """A line with a random language, length and start (never a held-out one)."""
+        while True:
+            lang = rng.choice(list(LANG_TAGS))
+            count = rng.randint(self.min_count, self.max_count)
+            start = rng.randrange(self.max_number - count + 1)
+            if (lang, start, count) not in self.held_out:
+                return self.line(start, count, lang)
+
+    def keys(self) -> list[LineKey]:
+        """Every line the generator can write, held out or not, as ``(lang, start, count)``."""
+        return [
+            (lang, start, count)
+            for lang in LANG_TAGS
+            for count in range(self.min_count, self.max_count + 1)
+            for start in range(self.max_number - count + 1)
+        ]
+
+    def distribution(self, held_out: bool = False) -> dict[LineKey, float]:
+        """The probability of each line: of the lines :meth:`batch` draws (``held_out=False``),
+        or of the held-out lines had they been drawn as the generator draws every line."""
+        counts = self.max_count - self.min_count + 1
+        weights = {
+            key: 1 / (len(LANG_TAGS) * counts * (self.max_number - key[2] + 1))
+            for key in self.keys()
+            if (key in self.held_out) == held_out
+        }
+        total = sum(weights.values())
+        return {key: w / total for key, w in weights.items()}
+
+    def entropy_per_token(self) -> float:
+        """The lowest next-token loss any model can reach on the lines :meth:`batch` draws, in
+        nats per predicted token: the entropy of a line, -Σ p log p (the sum of the generator's
+        next-token entropies along it), over the tokens a line predicts (all but ``<bos>``)."""
+        p = self.distribution()
+        entropy = -sum(q * math.log(q) for q in p.values())
+        tokens = sum(q * (len(self.line(start, count, lang)) - 1) for (lang, start, count), q in p.items())
+        return entropy / tokens
+
+    def held_out_rule_loss(self) -> float:
+        """The loss per predicted token, on the held-out lines, of a model that knows the rule
+        but not which lines were held out: the generator that draws every line. A model that
+        also learned which lines training never showed does worse on them."""
+        if not self.held_out:
+            raise error("este corpus no aparta ninguna línea (held_out)", "this corpus sets no line aside (held_out)")
+        every = CountingCorpus(self.max_number, self.min_count, self.max_count).distribution()
+        held = self.distribution(held_out=True)
+        loss = -sum(q * math.log(every[key]) for key, q in held.items())
+        tokens = sum(q * (len(self.line(start, count, lang)) - 1) for (lang, start, count), q in held.items())
+        return loss / tokens
+
+    def expected_distinct(self, n: int) -> float:
+        """The expected share of distinct lines among ``n`` lines drawn as :meth:`batch` draws
+        them: Σ (1 - (1 - p)^n) / n. A model that writes the corpus perfectly gets this much
+        variety; writing more means writing lines the corpus does not hold."""
+        return sum(1 - (1 - q) ** n for q in self.distribution().values()) / n
 
     def batch(self, batch_size: int, rng: random.Random) -> Tensor:
         """``batch_size`` random lines, right-padded. Shapes: -> (B, L)."""

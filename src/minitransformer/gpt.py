@@ -51,6 +51,7 @@ __all__ = [
     "generate",
     "train_gpt",
     "lm_loss",
+    "corpus_loss",
     "CountingRecipe",
     "COUNTING_RECIPE",
     "train_counting_gpt",
@@ -184,18 +185,67 @@ class GPT(nn.Module):
 # ---------------------------------------------------------------------------------------
 
 
+# transformers' activation names -> ours, where the function is the same (the tanh formulas of
+# gelu_new, gelu_fast and gelu_accurate differ from PyTorch's tanh GELU only by rounding)
+_GPT2_ACTIVATIONS = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_python_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "gelu_accurate": "gelu_tanh",
+    "gelu": "gelu",
+    "gelu_python": "gelu",
+    "relu": "relu",
+}
+
+
+def _refuse_gpt2(flag: str, value, es: str, en: str):
+    return error(
+        f"from_gpt2 no puede representar {flag}={value!r} de esta configuración de GPT-2: {es}",
+        f"from_gpt2 cannot represent {flag}={value!r} of this GPT-2 configuration: {en}",
+    )
+
+
+def _gpt2_attention_factor(hf, layer: int, d_head: int) -> float:
+    """What GPT-2 multiplies the scores by, relative to our 1/√d_head (folded into W_q)."""
+    scaling = d_head**-0.5 if getattr(hf, "scale_attn_weights", True) else 1.0
+    if getattr(hf, "scale_attn_by_inverse_layer_idx", False):
+        scaling /= float(layer + 1)
+    return scaling * math.sqrt(d_head)
+
+
 def from_gpt2(hf_model) -> GPT:
-    """Our :class:`GPT` with the weights of a ``transformers`` ``GPT2LMHeadModel``.
+    """Our :class:`GPT` with the weights of a ``transformers`` ``GPT2LMHeadModel``, in eval mode.
 
     GPT-2 stores its linear layers as ``Conv1D`` with weights (in, out): they are transposed;
-    its ``c_attn`` holds W_q, W_k and W_v side by side: it is split in three.
+    its ``c_attn`` holds W_q, W_k and W_v side by side: it is split in three. Every setting of
+    ``GPT2Config`` that changes the function is carried over exactly or refused with an error
+    naming it: ``activation_function``, ``layer_norm_epsilon``, ``n_inner`` and
+    ``tie_word_embeddings`` map to :class:`GPTConfig`; ``scale_attn_weights=False`` and
+    ``scale_attn_by_inverse_layer_idx=True`` change the scores' scale, which is folded into
+    W_q; ``reorder_and_upcast_attn`` only changes the order of float32 operations;
+    ``add_cross_attention`` and activations we do not have are refused. Dropout is not
+    carried over (the model is returned for inference, dropout 0).
     """
-    hf = hf_model.config
-    activation = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
-    if hf.activation_function not in activation:
+    hf = getattr(hf_model, "config", None)
+    if getattr(hf, "model_type", None) != "gpt2" or not hasattr(hf_model, "lm_head"):
         raise error(
-            f"activación de GPT-2 no soportada: {hf.activation_function!r}",
-            f"unsupported GPT-2 activation: {hf.activation_function!r}",
+            f"from_gpt2 espera un GPT2LMHeadModel de transformers, no {type(hf_model).__name__}",
+            f"from_gpt2 expects a transformers GPT2LMHeadModel, got {type(hf_model).__name__}",
+        )
+    if hf.activation_function not in _GPT2_ACTIVATIONS:
+        raise _refuse_gpt2(
+            "activation_function",
+            hf.activation_function,
+            f"las activaciones posibles son {sorted(_GPT2_ACTIVATIONS)}",
+            f"the possible activations are {sorted(_GPT2_ACTIVATIONS)}",
+        )
+    if getattr(hf, "add_cross_attention", False):
+        raise _refuse_gpt2(
+            "add_cross_attention",
+            True,
+            "nuestro GPT no tiene atención cruzada (para un codificador–decodificador, usa Transformer)",
+            "our GPT has no cross-attention (for an encoder–decoder, use Transformer)",
         )
     config = GPTConfig(
         vocab_size=hf.vocab_size,
@@ -205,35 +255,58 @@ def from_gpt2(hf_model) -> GPT:
         n_layers=hf.n_layer,
         d_ff=hf.n_inner or 4 * hf.n_embd,
         dropout=0.0,
-        activation=activation[hf.activation_function],
+        activation=_GPT2_ACTIVATIONS[hf.activation_function],
         layer_norm_eps=hf.layer_norm_epsilon,
         tie_output=bool(hf.tie_word_embeddings),
     )
-    model = GPT(config)
+    dtype = next(hf_model.parameters()).dtype
+    model = GPT(config).to(dtype)
     sd = hf_model.state_dict()
+    used = {"lm_head.weight"}  # tied, or copied below
     D = config.d_model
+
+    def take(name: str, shape: tuple[int, ...]) -> Tensor:
+        if name not in sd or tuple(sd[name].shape) != shape:
+            got = tuple(sd[name].shape) if name in sd else None
+            raise error(
+                f"from_gpt2: el parámetro {name} de GPT-2 tiene forma {got}, y su configuración pide {shape}",
+                f"from_gpt2: GPT-2's parameter {name} has shape {got}, and its configuration asks for {shape}",
+            )
+        used.add(name)
+        return sd[name]
+
     with torch.no_grad():
-        model.token.weight.copy_(sd["transformer.wte.weight"])
-        model.position.weight.copy_(sd["transformer.wpe.weight"])
+        model.token.weight.copy_(take("transformer.wte.weight", (config.vocab_size, D)))
+        model.position.weight.copy_(take("transformer.wpe.weight", (config.max_len, D)))
         for i, layer in enumerate(model.layers):
             p = f"transformer.h.{i}."
-            w, b = sd[p + "attn.c_attn.weight"], sd[p + "attn.c_attn.bias"]  # (D, 3D), (3D,)
+            w, b = take(p + "attn.c_attn.weight", (D, 3 * D)), take(p + "attn.c_attn.bias", (3 * D,))
             for j, lin in enumerate((layer.self_attn.W_q, layer.self_attn.W_k, layer.self_attn.W_v)):
                 lin.weight.copy_(w[:, j * D : (j + 1) * D].T)
                 lin.bias.copy_(b[j * D : (j + 1) * D])
-            layer.self_attn.W_o.weight.copy_(sd[p + "attn.c_proj.weight"].T)
-            layer.self_attn.W_o.bias.copy_(sd[p + "attn.c_proj.bias"])
-            layer.feed_forward.W_1.weight.copy_(sd[p + "mlp.c_fc.weight"].T)
-            layer.feed_forward.W_1.bias.copy_(sd[p + "mlp.c_fc.bias"])
-            layer.feed_forward.W_2.weight.copy_(sd[p + "mlp.c_proj.weight"].T)
-            layer.feed_forward.W_2.bias.copy_(sd[p + "mlp.c_proj.bias"])
+            factor = _gpt2_attention_factor(hf, i, config.d_head)
+            if factor != 1.0:  # GPT-2's scale of the scores, in W_q: (c·q)·k / √d_head
+                layer.self_attn.W_q.weight.mul_(factor)
+                layer.self_attn.W_q.bias.mul_(factor)
+            layer.self_attn.W_o.weight.copy_(take(p + "attn.c_proj.weight", (D, D)).T)
+            layer.self_attn.W_o.bias.copy_(take(p + "attn.c_proj.bias", (D,)))
+            layer.feed_forward.W_1.weight.copy_(take(p + "mlp.c_fc.weight", (D, config.d_ff)).T)
+            layer.feed_forward.W_1.bias.copy_(take(p + "mlp.c_fc.bias", (config.d_ff,)))
+            layer.feed_forward.W_2.weight.copy_(take(p + "mlp.c_proj.weight", (config.d_ff, D)).T)
+            layer.feed_forward.W_2.bias.copy_(take(p + "mlp.c_proj.bias", (D,)))
             for ours, theirs in ((layer.norm1, "ln_1"), (layer.norm2, "ln_2")):
-                ours.weight.copy_(sd[p + theirs + ".weight"])
-                ours.bias.copy_(sd[p + theirs + ".bias"])
-        model.norm.weight.copy_(sd["transformer.ln_f.weight"])
-        model.norm.bias.copy_(sd["transformer.ln_f.bias"])
+                ours.weight.copy_(take(p + theirs + ".weight", (D,)))
+                ours.bias.copy_(take(p + theirs + ".bias", (D,)))
+        model.norm.weight.copy_(take("transformer.ln_f.weight", (D,)))
+        model.norm.bias.copy_(take("transformer.ln_f.bias", (D,)))
         if not config.tie_output:
-            model.lm_head.weight.copy_(sd["lm_head.weight"])
+            model.lm_head.weight.copy_(take("lm_head.weight", (config.vocab_size, D)))
+    unused = sorted(name for name, _ in hf_model.named_parameters() if name not in used)
+    if unused:  # a module this conversion does not know would be dropped silently
+        raise error(
+            f"from_gpt2 no sabe qué hacer con estos parámetros de GPT-2: {unused[:4]}",
+            f"from_gpt2 does not know what to do with these GPT-2 parameters: {unused[:4]}",
+        )
     return model.eval()
 
 
@@ -329,6 +402,28 @@ def lm_loss(logits: Tensor, tokens: Tensor, pad_id: int | None) -> Tensor:
     )
 
 
+@torch.no_grad()
+def corpus_loss(model: nn.Module, corpus: CountingCorpus, held_out: bool = False) -> float:
+    """The model's expected next-token loss, in nats per predicted token, on the lines of
+    ``corpus`` as its generator draws them (``held_out=True``: on its held-out lines), computed
+    over every line at once instead of a sample: comparable with
+    :meth:`~minitransformer.corpus.CountingCorpus.entropy_per_token`, which it can never beat."""
+    from .data import pad_sequences
+
+    weights = corpus.distribution(held_out)
+    pad = corpus.vocab.pad_id
+    lines = pad_sequences([corpus.line(start, count, lang) for lang, start, count in weights], pad)  # (N, L)
+    lines = lines.to(next(model.parameters()).device)
+    with eval_mode(model):
+        logits = model(lines)  # (N, L, V)
+    targets = lines[:, 1:]  # (N, L - 1)
+    per_token = nn.functional.cross_entropy(
+        logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=pad, reduction="none"
+    )  # (N, L - 1)
+    w = torch.tensor(list(weights.values()), dtype=torch.float64, device=lines.device)  # (N,)
+    return float((w * per_token.double().sum(dim=1)).sum() / (w * (targets != pad).sum(dim=1)).sum())
+
+
 def train_gpt(
     model: nn.Module,
     next_batch: Callable[[], Tensor],
@@ -394,9 +489,18 @@ class CountingRecipe:
     batch_size: int = 64
     lr: float = 5e-3
     warmup: int = 50
+    held_out: float = 0.1  # share of the corpus's lines set aside for training (the same ones every run)
 
-    def corpus(self) -> CountingCorpus:
-        return CountingCorpus(self.max_number, min_count=2, max_count=self.max_count)
+    def corpus(self, held_out: bool = False) -> CountingCorpus:
+        """The counting corpus; with ``held_out``, the one training draws from: the recipe's
+        share of its lines, chosen once (``random.Random(0)``), is set aside."""
+        import random
+
+        every = CountingCorpus(self.max_number, min_count=2, max_count=self.max_count)
+        if not held_out:
+            return every
+        chosen = random.Random(0).sample(every.keys(), round(self.held_out * len(every.keys())))
+        return CountingCorpus(self.max_number, min_count=2, max_count=self.max_count, held_out=chosen)
 
     def config(self, corpus: CountingCorpus) -> GPTConfig:
         return GPTConfig(
@@ -420,16 +524,17 @@ def train_counting_gpt(
     device: torch.device | str | None = None,
     progress: bool = True,
 ) -> tuple[GPT, CountingCorpus, list[float]]:
-    """Train the counting GPT from scratch under ``seed`` (default: the seed in force).
+    """Train the counting GPT from scratch under ``seed`` (default: the seed in force), on the
+    recipe's corpus without its held-out lines.
 
-    Returns ``(model, corpus, losses)``; the model is in eval mode.
+    Returns ``(model, corpus, losses)``: ``corpus`` knows the held-out lines; the model is in eval mode.
     """
     import random
 
     from .runtime import seed as current_seed
 
     seed = current_seed() if seed is None else seed
-    corpus = recipe.corpus()
+    corpus = recipe.corpus(held_out=True)
     torch.manual_seed(seed)
     model = GPT(recipe.config(corpus))
     rng = random.Random(seed)

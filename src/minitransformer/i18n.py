@@ -108,7 +108,7 @@ GLOSSARY: dict[str, str] = {
     "sampling": "muestreo",
     "temperature": "temperatura",
     "top-k sampling": "muestreo top-k",
-    "nucleus sampling": "muestreo de núcleo (top-p)",
+    "nucleus sampling": "muestreo top-p (muestreo de núcleo)",
     "key-value cache": "caché de claves y valores (KV cache)",
     "rotary positional embedding": "codificación posicional rotatoria (RoPE)",
     "grouped-query attention": "atención con consultas agrupadas",

@@ -9,7 +9,10 @@ removes set to -inf, so filters compose: temperature first, then top-k, then top
   :func:`next_token_probs` and :func:`sample_next_token`.
 * top-k: keep the k largest logits (ties with the k-th are kept too).
 * top-p (nucleus sampling): sort by probability and keep the smallest set of tokens whose
-  mass reaches p; the most likely token always stays.
+  mass reaches p; the most likely token always stays, and p = 1 keeps every token.
+
+The filters keep the same tokens as ``transformers``' ``TemperatureLogitsWarper``,
+``TopKLogitsWarper`` and ``TopPLogitsWarper`` (tested).
 
 Bad arguments raise :class:`~minitransformer.i18n.CourseError` (a ``ValueError``) in the
 language of the package's messages.
@@ -111,16 +114,24 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
 
 def top_p_filter(logits: Tensor, p: float) -> Tensor:
     """Keep, in each row, the smallest set of most likely tokens whose probability mass
-    reaches ``p``; the rest become -inf. Shapes: (..., V) -> (..., V)."""
+    reaches ``p``; the rest become -inf. ``p = 1`` keeps every token.
+
+    The set is found as ``transformers``' ``TopPLogitsWarper`` finds it, so both keep the
+    same tokens: the least likely tokens are removed while their cumulative mass (summed from
+    the least likely up, in at least float32) is ≤ 1 - p; the most likely token always stays.
+    Tokens with equal logits at the boundary are split by the sort's order.
+    Shapes: (..., V) -> (..., V)."""
     _check_logits(logits)
     p = check_top_p(p)
-    probs = torch.softmax(logits.float(), dim=-1)
-    sorted_probs, order = probs.sort(dim=-1, descending=True)  # (..., V)
-    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V) mass of the more likely tokens
-    keep_sorted = mass_before < p  # a token stays while the set before it has not reached p
-    keep_sorted[..., 0] = True  # the most likely token always stays
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # back to vocabulary order
-    return logits.masked_fill(~keep, float("-inf"))
+    if p >= 1:  # everything reaches p = 1; a float32 sum could reach 1.0 before the tail
+        return logits.clone()
+    scores = logits if logits.dtype == torch.float64 else logits.float()
+    sorted_logits, order = scores.sort(dim=-1)  # (..., V) from the least likely up
+    mass_up_to = sorted_logits.softmax(dim=-1).cumsum(dim=-1)  # (..., V) mass of it and the less likely
+    remove_sorted = mass_up_to <= 1 - p  # the tail whose mass is at most 1 - p goes
+    remove_sorted[..., -1] = False  # the most likely token always stays
+    remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order
+    return logits.masked_fill(remove, float("-inf"))
 
 
 def next_token_probs(

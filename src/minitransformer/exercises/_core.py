@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..i18n import decimal_commas, tr
+from ..i18n import check_lang, decimal_commas, language, tr
 
 __all__ = [
     "COMMON_HINTS",
@@ -481,21 +481,24 @@ def _safety_net(lang: str, exc: Exception) -> Feedback:
 def checker(fn: Callable[..., Feedback]) -> Callable[..., Feedback]:
     """Decorator for checkers: an :class:`Unfinished` inside becomes its feedback.
 
+    A checker takes ``lang: str | None = None``; without it (or with ``None``) it answers in the
+    notebook's language, the one ``runtime.setup(lang=...)`` set (:func:`~minitransformer.i18n.language`).
     It never lets an exception out: an unexpected one (an answer of a kind nobody foresaw)
     becomes a "not yet" too. A "not yet" of an exercise in the registry ends by saying how
     to see its worked solution.
     """
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Feedback:
-        lang = kwargs.get("lang", args[1] if len(args) > 1 else "es")
+        bound = signature.bind(*args, **kwargs)
+        lang = check_lang(bound.arguments.get("lang") or language())
+        bound.arguments["lang"] = lang
         try:
-            feedback = fn(*args, **kwargs)
+            feedback = fn(*bound.args, **bound.kwargs)
         except Unfinished as early:
             feedback = early.feedback
         except Exception as exc:  # never a traceback into the checker
-            if lang not in ("es", "en"):
-                raise
             feedback = _safety_net(lang, exc)
         if not feedback.ok:
             from .registry import exercise_of

@@ -312,7 +312,7 @@ def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
 
 
 @checker
-def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str = "es") -> Feedback:
+def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: softmax over the last axis with ``torch.exp``, numerically stable.
 
     ``softmax(x)`` takes scores (..., S) and returns weights of the same shape whose last axis
@@ -379,7 +379,7 @@ def solution_softmax(x):
 
 
 @checker
-def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], lang: str = "es") -> Feedback:
+def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the attention weights softmax(q kᵀ / √d_k).
 
     ``attention_weights(q, k)`` takes q (..., T, d_k) and k (..., S, d_k) and returns (..., T, S).
@@ -430,7 +430,7 @@ def solution_attention_weights(q, k):
 
 @checker
 def check_self_attention(
-    self_attention: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor], lang: str = "es"
+    self_attention: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor], lang: str | None = None
 ) -> Feedback:
     """Exercise: self-attention of x with projection matrices.
 
@@ -498,7 +498,7 @@ def solution_self_attention(x, W_q, W_k, W_v):
 
 
 @checker
-def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str = "es") -> Feedback:
+def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: (B, T, D) -> (B, H, T, d_head), head h taking columns h·d_head … (h+1)·d_head − 1."""
     for seed, (B, T, D, H) in ((6, (2, 5, 12, 3)), (7, (3, 2, 8, 4))):
         (x,) = _cases(seed, (B, T, D))
@@ -561,7 +561,7 @@ def _pair(lang: str, result: Any, want_out: Tensor, want_w: Tensor) -> tuple[Ten
 
 @checker
 def check_masked_attention(
-    masked_attention: Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]], lang: str = "es"
+    masked_attention: Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]], lang: str | None = None
 ) -> Feedback:
     """Exercise: attention of every head at once with a boolean mask (True = may attend).
 
@@ -631,7 +631,9 @@ def solution_masked_attention(q, k, v, mask):
     scores = torch.einsum("bhtd,bhsd->bhts", q, k) / math.sqrt(q.size(-1))  # (B, H, T, S)
     scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
-    weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # rows with no allowed key
+    weights = weights.masked_fill(
+        ~mask.any(dim=-1, keepdim=True), 0.0
+    )  # «filas sin ninguna clave permitida|rows with no allowed key»
     return weights @ v, weights  # (B, H, T, d_head), (B, H, T, S)
 
 
@@ -654,7 +656,7 @@ def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
 
 
 @checker
-def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str = "es") -> Feedback:
+def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the decoder's self-attention mask, causal AND padding (True = may attend).
 
     ``decoder_mask(tokens, pad_id)`` takes token ids (B, T) and returns a boolean mask that

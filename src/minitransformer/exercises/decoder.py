@@ -123,7 +123,7 @@ def _layer_variants(
 
 @checker
 def check_decoder_layer(
-    fn: Callable[[DecoderLayer, Tensor, Tensor, Tensor, Tensor], Tensor], lang: str = "es"
+    fn: Callable[[DecoderLayer, Tensor, Tensor, Tensor, Tensor], Tensor], lang: str | None = None
 ) -> Feedback:
     """Check ``fn(layer, x, memory, tgt_mask, memory_mask)``: one post-LN decoder layer, built from the
     sublayers of ``layer`` (self_attn, cross_attn, feed_forward, norm1..3). Shapes: x (B, T, D) -> (B, T, D)."""
@@ -167,7 +167,7 @@ def _shift_cases() -> list[tuple[Tensor, int]]:
 
 
 @checker
-def check_shift_right(fn: Callable[[Tensor, int], Tensor], lang: str = "es") -> Feedback:
+def check_shift_right(fn: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Check ``fn(y, bos_id)``: <bos> followed by y without its last token, shape (B, T)."""
     for y, bos_id in _shift_cases():
         y_in = y.clone()
@@ -266,7 +266,7 @@ def _softmax_keys(scores: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
 
 @checker
 def check_cross_attention(
-    fn: Callable[[Tensor, Tensor, Tensor, int], tuple[Tensor, Tensor]], lang: str = "es"
+    fn: Callable[[Tensor, Tensor, Tensor, int], tuple[Tensor, Tensor]], lang: str | None = None
 ) -> Feedback:
     """Check ``fn(x, memory, src, pad_id)`` -> ``(out, weights)``: one head of cross-attention.
 

@@ -2,13 +2,17 @@
 attention step with a key-value cache.
 
 Each checker runs the student's function on cases whose right answer comes from the package
-(:mod:`minitransformer.sampling`) or from attention over the whole sequence, recognises the
-usual mistakes and names them without writing the code. ``solution_<exercise>`` is a worked
-answer each checker accepts.
+(:mod:`minitransformer.sampling`) or from attention over the whole sequence. A wrong answer is
+first compared with what the usual mistakes give; otherwise the hint says which check failed
+(the values of the kept tokens, the fill of the removed ones, how many tokens a row keeps, ...),
+without writing the code. The filters must be written by hand: the package's filters and
+``transformers``' warpers are switched off while the student's function runs.
+``solution_<exercise>`` is a worked answer each checker accepts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from typing import Any
 
@@ -16,12 +20,24 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
-from ..i18n import decimal
 from ..sampling import top_k_filter, top_p_filter
-from ._core import Feedback, attempt, checker, close, correct, not_a_tensor, not_yet, num
+from ._core import (
+    COMMON_HINTS,
+    Feedback,
+    Hints,
+    attempt,
+    checker,
+    close,
+    correct,
+    forbid,
+    not_a_tensor,
+    num,
+    stop,
+)
 from .registry import explain
 
 __all__ = [
+    "HINTS",
     "check_top_k",
     "check_top_p",
     "check_cached_attention",
@@ -44,9 +60,9 @@ NEG_INF = float("-inf")
     "Sort each row from largest to smallest and take the k-th logit: everything below it becomes -inf and the "
     "softmax gives it probability 0. Ties with the k-th stay, as in the package's function.",
 )
-def solution_my_top_k(logits: Tensor, k: int) -> Tensor:
-    """Keep the k largest logits of each row (ties with the k-th too), -inf elsewhere."""
-    kth = logits.sort(dim=-1, descending=True).values[..., k - 1 : k]  # (B, 1) the k-th largest
+def solution_my_top_k(logits, k):
+    # «el k-ésimo mayor de cada fila, (B, 1)|the k-th largest of each row, (B, 1)»
+    kth = logits.sort(dim=-1, descending=True).values[..., k - 1 : k]
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
@@ -58,13 +74,15 @@ def solution_my_top_k(logits: Tensor, k: int) -> Tensor:
     "more likely than it has not reached p yet. So the first one always stays and the set is the smallest whose "
     "mass reaches p. `scatter` puts the decision back in vocabulary order.",
 )
-def solution_my_top_p(logits: Tensor, p: float) -> Tensor:
-    """Keep the smallest set of most likely tokens whose mass reaches p, -inf elsewhere."""
+def solution_my_top_p(logits, p):
     probs = torch.softmax(logits, dim=-1)
     sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V)
-    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the more likely tokens
-    keep_sorted = mass_before < p  # the first token always stays (mass before it: 0)
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # back to vocabulary order
+    # «masa de los tokens más probables que cada uno|mass of the tokens more likely than each one»
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    # «el primero se queda siempre: antes de él, la masa es 0|the first one always stays: the mass before it is 0»
+    keep_sorted = mass_before < p
+    # «de vuelta al orden del vocabulario|back to vocabulary order»
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
     return logits.masked_fill(~keep, float("-inf"))
 
 
@@ -76,15 +94,248 @@ def solution_my_top_p(logits: Tensor, p: float) -> Tensor:
     "everything stored and, among the new ones, only backwards: query i sees positions 0 … S + i, a triangular "
     "mask shifted by S columns.",
 )
-def solution_my_cached_attention(q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor):
-    """Append the new keys and values to the cache; the new queries attend causally."""
+def solution_my_cached_attention(q, k, v, k_cache, v_cache):
     k_cache = torch.cat([k_cache, k], dim=2)  # (B, H, S + T, Dh)
     v_cache = torch.cat([v_cache, v], dim=2)  # (B, H, S + T, Dh)
     T, L = q.size(2), k_cache.size(2)
     scores = q @ k_cache.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S + T)
-    allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(diagonal=L - T)  # new token i sees 0 … S + i
+    # «el token nuevo i ve las posiciones 0 … S + i|new token i sees positions 0 … S + i»
+    allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(diagonal=L - T)
     weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
     return weights @ v_cache, k_cache, v_cache
+
+
+# ---------------------------------------------------------------------------------------
+# Hints: each one follows from one check
+# ---------------------------------------------------------------------------------------
+
+HINTS = Hints(
+    {
+        **COMMON_HINTS,
+        # what a filter returns
+        "filter_shape": (
+            "devuelve logits con la misma forma que la entrada, {expected}; tu función devuelve {got}.",
+            "return logits of the same shape as the input, {expected}; your function returns {got}.",
+        ),
+        "bool_mask": (
+            "devuelves una máscara booleana: devuelve los logits, con -inf en los tokens que quitas.",
+            "you return a boolean mask: return the logits, with -inf on the tokens you remove.",
+        ),
+        "not_float": (
+            "devuelve un tensor de coma flotante, como los logits, no {dtype}.",
+            "return a floating-point tensor, as the logits are, not {dtype}.",
+        ),
+        "low_precision": (
+            "devuelve los logits en su tipo ({want}); en {dtype} sus valores cambian al redondearse.",
+            "return the logits in their own type ({want}); in {dtype} their values change when rounded.",
+        ),
+        "filter_nan": ("el resultado contiene NaN.", "the result contains NaN."),
+        "plus_inf": (
+            "los tokens que quitas deben valer -inf, no +inf: la softmax da probabilidad 0 a -inf, "
+            "pero con +inf el token se lleva toda la masa (o da NaN).",
+            "the tokens you remove must be -inf, not +inf: the softmax gives -inf probability 0, "
+            "but a +inf token takes all the mass (or gives NaN).",
+        ),
+        "probabilities": (
+            "devuelves probabilidades: el ejercicio pide los logits filtrados (la softmax se aplica "
+            "después, al muestrear).",
+            "you return probabilities: the exercise asks for the filtered logits (the softmax comes "
+            "later, when sampling).",
+        ),
+        "log_probabilities": (
+            "devuelves log-probabilidades (los logits que quedan, renormalizados): el ejercicio pide los "
+            "logits que quedan tal como llegan; la softmax renormaliza después, al muestrear.",
+            "you return log-probabilities (the kept logits, renormalised): the exercise asks for the kept "
+            "logits as they come in; the softmax renormalises later, when sampling.",
+        ),
+        "magic_fill": (
+            "los tokens que quitas deben valer -inf, no {value}: -inf es exacto en cualquier precisión, "
+            "mientras que un número finito puede quedarse corto con logits grandes (y se desborda en media "
+            "precisión).",
+            "the tokens you remove must be -inf, not {value}: -inf is exact in any precision, while a finite "
+            "number can fall short with large logits (and overflows in half precision).",
+        ),
+        "finite_removed": (
+            "los tokens que quitas deben valer -inf en los logits: con {value} (o cualquier número finito) "
+            "la softmax les sigue dando probabilidad.",
+            "the tokens you remove must become -inf in the logits: with {value} (or any finite number) the "
+            "softmax still gives them probability.",
+        ),
+        "kept_changed": (
+            "en la fila {row} el logit del token {token} debía quedarse como estaba ({want}) y vale {got}: "
+            "los logits que quedan no se tocan; solo los quitados pasan a -inf.",
+            "in row {row} the logit of token {token} had to stay as it was ({want}) and is {got}: the logits "
+            "that stay are not changed; only the removed ones become -inf.",
+        ),
+        # top-k
+        "k_smallest": (
+            "te quedas con los k logits más pequeños: ordena de mayor a menor.",
+            "you keep the k smallest logits: sort from largest to smallest.",
+        ),
+        "k_ties": (
+            "en la fila {row} hay logits empatados con el k-ésimo y te quedas solo con k: los empatados se "
+            "quedan todos (compara con el valor del k-ésimo, no con su posición).",
+            "in row {row} some logits tie with the k-th one and you keep only k: the tied ones all stay "
+            "(compare with the k-th value, not with its position).",
+        ),
+        "k_not_per_row": (
+            "el umbral no es el de cada fila: para k = {k} cada fila se queda con **sus** k mayores "
+            "logits, así que el k-ésimo se busca en la última dimensión, fila a fila.",
+            "the threshold is not each row's own: for k = {k} each row keeps **its own** k largest "
+            "logits, so the k-th is looked for along the last dimension, row by row.",
+        ),
+        "k_off_by_one": (
+            "con k = {k} te quedas con {got} tokens en la fila {row} y deben ser {want}: revisa el índice "
+            "del k-ésimo mayor (los índices empiezan en 0) o la comparación (< frente a ≤).",
+            "with k = {k} you keep {got} tokens in row {row} and it must be {want}: check the index of the "
+            "k-th largest (indices start at 0) or the comparison (< against ≤).",
+        ),
+        "k_count": (
+            "con k = {k} te quedas con {got} tokens en la fila {row} y deben quedar {want}: los k mayores "
+            "y los empatados con el k-ésimo.",
+            "with k = {k} you keep {got} tokens in row {row} and {want} must stay: the k largest and any "
+            "tied with the k-th.",
+        ),
+        "k_not_largest": (
+            "con k = {k} te quedas con el número justo de tokens, pero en la fila {row} no son los de logits mayores.",
+            "with k = {k} you keep the right number of tokens, but in row {row} they are not the ones "
+            "with the largest logits.",
+        ),
+        # top-p
+        "p_empty_row": (
+            "con p = {p} la fila {row} se queda sin tokens: el token con el que la suma llega a p "
+            "también se queda, así que el más probable se queda siempre.",
+            "with p = {p} row {row} keeps no token: the token with which the sum reaches p stays too, "
+            "so the most likely one always stays.",
+        ),
+        "p_not_unsorted": (
+            "decides bien qué tokens quedan en el orden de más a menos probable, pero aplicas esa "
+            "decisión en el orden del vocabulario: devuélvela a su sitio (con los índices del `sort`) "
+            "antes de poner -inf.",
+            "you decide right which tokens stay in the order from most to least likely, but you apply "
+            "that decision in the vocabulary's order: put it back in place (with the `sort` indices) "
+            "before setting -inf.",
+        ),
+        "p_on_logits": (
+            "acumulas los logits: la suma que se compara con p es la de las **probabilidades** (la "
+            "softmax de los logits), ordenadas de mayor a menor.",
+            "you accumulate the logits: the sum compared with p is that of the **probabilities** (the "
+            "softmax of the logits), sorted from largest to smallest.",
+        ),
+        "p_not_most_likely": (
+            "en la fila {row} quitas un token más probable que otro que dejas: acumula la probabilidad "
+            "recorriendo los tokens de más a menos probable.",
+            "in row {row} you remove a token more likely than one you keep: accumulate the probability "
+            "going from the most to the least likely token.",
+        ),
+        "p_short": (
+            "con p = {p} la masa que conservas en la fila {row} ({mass}) no llega a p: el token con el "
+            "que la suma alcanza o pasa p también se queda.",
+            "with p = {p} the mass you keep in row {row} ({mass}) does not reach p: the token with which "
+            "the sum reaches or passes p stays too.",
+        ),
+        "p_extra": (
+            "con p = {p} te quedas con {got} tokens en la fila {row}, más de los necesarios: el conjunto "
+            "más pequeño de tokens más probables que llega a p tiene {want}.",
+            "with p = {p} you keep {got} tokens in row {row}, more than needed: the smallest set of most "
+            "likely tokens that reaches p has {want}.",
+        ),
+        # cached attention
+        "not_a_triple": (
+            "devuelve una tupla de tres tensores: (out, k_cache, v_cache).",
+            "return a tuple of three tensors: (out, k_cache, v_cache).",
+        ),
+        "order": (
+            "el orden de lo que devuelves no es (out, k_cache, v_cache).",
+            "what you return is not in the order (out, k_cache, v_cache).",
+        ),
+        "old_cache": (
+            "la caché que devuelves tiene {S} posiciones, las de antes: añade las claves y valores nuevos "
+            "para que el siguiente paso los encuentre.",
+            "the cache you return has {S} positions, the old ones: append the new keys and values so that "
+            "the next step finds them.",
+        ),
+        "cache_shape": (
+            "la caché actualizada debe tener forma (B, H, S + T, d_head) = {expected}; tienes {k_shape} y "
+            "{v_shape}: ¿concatenaste en la dimensión de las posiciones?",
+            "the updated cache must have shape (B, H, S + T, d_head) = {expected}; yours are {k_shape} and "
+            "{v_shape}: did you concatenate along the positions' dimension?",
+        ),
+        "out_shape": (
+            "la salida debe tener forma (B, H, T, d_head) = {expected}; tienes {got}.",
+            "the output must have shape (B, H, T, d_head) = {expected}; yours is {got}.",
+        ),
+        "not_float_triple": ("devuelve tensores de coma flotante.", "return floating-point tensors."),
+        "out_nan": (
+            "la salida contiene NaN (una softmax sobre una fila que es toda -inf da NaN: ¿hay alguna "
+            "consulta que no vea ninguna clave?).",
+            "the output contains NaN (a softmax over a row that is all -inf gives NaN: is there a query "
+            "that sees no key?).",
+        ),
+        "prepended": (
+            "las claves nuevas van **después** de las guardadas: la caché sigue el orden de las posiciones.",
+            "the new keys go **after** the stored ones: the cache follows the order of the positions.",
+        ),
+        "swapped_caches": (
+            "has intercambiado la caché de claves y la de valores.",
+            "you swapped the key cache and the value cache.",
+        ),
+        "cache_keys": (
+            "la caché de claves no es la de antes seguida de las claves nuevas.",
+            "the key cache is not the old one followed by the new keys.",
+        ),
+        "cache_values": (
+            "la caché de valores no es la de antes seguida de los valores nuevos.",
+            "the value cache is not the old one followed by the new values.",
+        ),
+        "new_only": (
+            "las consultas nuevas solo atienden a las claves nuevas: también deben ver las de la caché.",
+            "the new queries only attend to the new keys: they must also see the cached ones.",
+        ),
+        "no_causal": (
+            "con varios tokens nuevos, cada uno no debe ver los nuevos que vienen después: hace falta una "
+            "máscara causal entre ellos.",
+            "with several new tokens, none may see the new tokens after it: a causal mask is needed among them.",
+        ),
+        "unshifted": (
+            "la máscara causal no tiene en cuenta las S posiciones guardadas: el token nuevo i está en la "
+            "posición S + i y ve todas las claves hasta ella.",
+            "the causal mask ignores the S stored positions: new token i sits at position S + i and sees "
+            "every key up to it.",
+        ),
+        "no_scale": ("falta dividir las puntuaciones entre √d_head.", "the scores must be divided by √d_head."),
+        "scale_length": (
+            "escala por √d_head (la última dimensión de q), no por la longitud.",
+            "scale by √d_head (the last dimension of q), not by the length.",
+        ),
+        "scale_width": ("escala por √d_head, no por √(H·d_head).", "scale by √d_head, not by √(H·d_head)."),
+        "attention_values": (
+            "con S = {S} posiciones guardadas y T = {T} nuevas, las cachés están bien pero la salida no "
+            "coincide con la atención sobre la secuencia completa: softmax(q·Kᵀ/√d_head) sobre todas las "
+            "claves permitidas, por V.",
+            "with S = {S} stored positions and T = {T} new ones, the caches are right but the output does "
+            "not match attention over the whole sequence: softmax(q·Kᵀ/√d_head) over every allowed key, "
+            "times V.",
+        ),
+    }
+)
+
+# The package's filters and transformers' warpers do the exercise: switched off while the student's code runs.
+_FILTERS = [
+    ("minitransformer.sampling.top_k_filter", "top_k_filter"),
+    ("minitransformer.sampling.top_p_filter", "top_p_filter"),
+    ("minitransformer.sampling.next_token_probs", "next_token_probs"),
+    ("minitransformer.sampling.sample_next_token", "sample_next_token"),
+]
+if importlib.util.find_spec("transformers") is not None:
+    _FILTERS += [
+        ("transformers.generation.logits_process.TopKLogitsWarper.__call__", "TopKLogitsWarper"),
+        ("transformers.generation.logits_process.TopPLogitsWarper.__call__", "TopPLogitsWarper"),
+    ]
+_WHY = (
+    "el ejercicio es escribir el filtro tú, con operaciones de PyTorch (`sort`, `topk`, `cumsum`, `masked_fill`, …).",
+    "the exercise is to write the filter yourself, with PyTorch operations (`sort`, `topk`, `cumsum`, `masked_fill`, …).",
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -92,63 +343,58 @@ def solution_my_cached_attention(q: Tensor, k: Tensor, v: Tensor, k_cache: Tenso
 # ---------------------------------------------------------------------------------------
 
 
-def _filtered(lang: str, got: Any, logits: Tensor) -> Tensor | Feedback:
-    """The student's filtered logits as a float tensor, or the feedback saying what is wrong."""
+def _run_filter(lang: str, fn: Any, logits: Tensor, arg: float) -> Tensor:
+    """The student's filtered logits as a float64 tensor (the filters switched off while it runs);
+    anything that is not logits of the input's shape and type stops the check with its hint."""
+    with forbid(_FILTERS, *_WHY):
+        got = attempt(lang, fn, logits.clone(), arg)
     if not isinstance(got, Tensor):
-        return not_a_tensor(lang, got)
+        raise stop(not_a_tensor(lang, got))
     if tuple(got.shape) != tuple(logits.shape):
-        return not_yet(
-            lang,
-            f"devuelve logits con la misma forma que la entrada, {tuple(logits.shape)}; "
-            f"tu función devuelve {tuple(got.shape)}.",
-            f"return logits of the same shape as the input, {tuple(logits.shape)}; "
-            f"your function returns {tuple(got.shape)}.",
-        )
+        raise stop(HINTS(lang, "filter_shape", expected=tuple(logits.shape), got=tuple(got.shape)))
     if got.dtype == torch.bool:
-        return not_yet(
-            lang,
-            "devuelves una máscara booleana: devuelve los logits, con -inf en los tokens que quitas.",
-            "you return a boolean mask: return the logits, with -inf on the tokens you remove.",
-        )
+        raise stop(HINTS(lang, "bool_mask"))
     if not got.is_floating_point():
-        return not_yet(
-            lang,
-            f"devuelve un tensor de coma flotante, no {got.dtype}.",
-            f"return a floating-point tensor, not {got.dtype}.",
-        )
+        raise stop(HINTS(lang, "not_float", dtype=str(got.dtype).removeprefix("torch.")))
+    if got.dtype not in (torch.float32, torch.float64):
+        want = str(logits.dtype).removeprefix("torch.")
+        raise stop(HINTS(lang, "low_precision", want=want, dtype=str(got.dtype).removeprefix("torch.")))
     got = got.detach().to("cpu", torch.float64)
     if bool(torch.isnan(got).any()):
-        return not_yet(lang, "el resultado contiene NaN.", "the result contains NaN.")
+        raise stop(HINTS(lang, "filter_nan"))
     return got
 
 
-def _removed_wrongly(lang: str, got: Tensor, logits: Tensor, want: Tensor) -> Feedback | None:
-    """Feedback when the kept tokens are right but the removed ones are not -inf, or when
-    the student returned probabilities; ``None`` otherwise."""
-    kept = want.isfinite()
-    probs = torch.softmax(want, dim=-1)
-    if close(got, probs, atol=1e-5):
-        return not_yet(
-            lang,
-            "devuelves probabilidades: el ejercicio pide los logits filtrados (el softmax se aplica "
-            "después, al muestrear).",
-            "you return probabilities: the exercise asks for the filtered logits (the softmax comes "
-            "later, when sampling).",
+def _kept(lang: str, got: Tensor, logits: Tensor, want: Tensor) -> Tensor:
+    """Which tokens the answer keeps (their logit unchanged); stops the check with its hint when a
+    value is neither the logit as it came nor -inf."""
+    logits = logits.double()
+    if bool(torch.isposinf(got).any()):
+        raise stop(HINTS(lang, "plus_inf"))
+    same = torch.isclose(got, logits, rtol=1e-6, atol=1e-6)
+    changed = ~same & (got != NEG_INF)
+    if not bool(changed.any()):
+        return same
+    if close(got, torch.softmax(want, dim=-1)):
+        raise stop(HINTS(lang, "probabilities"))
+    log_probs = torch.log_softmax(want, dim=-1)
+    if torch.equal(got.isfinite(), want.isfinite()) and close(got[want.isfinite()], log_probs[want.isfinite()]):
+        raise stop(HINTS(lang, "log_probabilities"))
+    wrong_kept = changed & want.isfinite()
+    if bool(wrong_kept.any()):
+        row, token = (int(i) for i in wrong_kept.nonzero()[0])
+        raise stop(
+            HINTS(
+                lang,
+                "kept_changed",
+                row=row,
+                token=token,
+                want=num(lang, logits[row, token].item()),
+                got=num(lang, got[row, token].item()),
+            )
         )
-    removed = got[~kept]
-    if (
-        close(got[kept], logits[kept].double(), atol=1e-5)
-        and bool(removed.isfinite().all())
-        and not close(removed, logits[~kept].double(), atol=1e-5)
-    ):
-        return not_yet(
-            lang,
-            "los tokens que quitas deben valer -inf en los logits: con 0 (o cualquier número finito) "
-            "el softmax les sigue dando probabilidad.",
-            "the tokens you remove must become -inf in the logits: with 0 (or any finite number) the "
-            "softmax still gives them probability.",
-        )
-    return None
+    value = got[changed][0].item()
+    raise stop(HINTS(lang, "magic_fill" if value < -1e4 else "finite_removed", value=num(lang, value)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -161,66 +407,74 @@ def _top_k_cases() -> list[tuple[Tensor, int]]:
     wide = torch.randn(3, 11, generator=g) * 4  # (B, V) with B ≠ V ≠ k
     ties = torch.tensor([[1.0, 3.0, 3.0, 0.0, 2.0, -1.0], [5.0, 5.0, 5.0, 1.0, 0.0, 2.0]])
     spread = torch.tensor([[900.0, -50.0, 0.0, 12.0, 400.0, -700.0, 3.0]])
-    return [(wide, 3), (wide, 1), (wide, 11), (ties, 1), (ties, 2), (spread, 4), (torch.randn(5, 40, generator=g), 7)]
+    shifted = torch.randn(4, 9, generator=g) + torch.tensor([[0.0], [30.0], [-30.0], [5.0]])  # rows on other scales
+    return [
+        (wide, 3),
+        (wide, 1),
+        (wide, 11),
+        (ties, 1),
+        (ties, 2),
+        (spread, 4),
+        (shifted, 3),
+        (torch.randn(5, 40, generator=g), 7),
+    ]
+
+
+def _kept_top_k_mistakes(logits: Tensor, k: int) -> list[Tensor]:
+    """Which tokens a threshold not taken row by row keeps: the whole tensor's k-th, the k-th down each
+    column, or the sorted row number k - 1 (``sort(...).values[k - 1]`` without ``...,``)."""
+    B = logits.size(0)
+    whole = logits.flatten().sort(descending=True).values[min(k, logits.numel()) - 1]
+    column = logits.sort(dim=0, descending=True).values[min(k, B) - 1]  # (V,) one per column
+    row = logits.sort(dim=-1, descending=True).values[min(k, B) - 1]  # (V,) a sorted row, not a threshold
+    kept = [logits >= whole, logits >= column, logits >= row]
+    return [m for m in kept if not bool(m.all())]  # keeping everything is not this mistake
+
+
+def _top_k_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, k: int) -> tuple[Feedback, bool]:
+    """The hint for a wrong set of kept tokens, and whether it names a mistake (rather than a fact)."""
+    counts, want_counts = kept.sum(dim=-1), want_kept.sum(dim=-1)
+    if k < logits.size(-1) and torch.equal(kept, top_k_filter(-logits, k).isfinite()):
+        return HINTS(lang, "k_smallest"), True
+    tied = [r for r in range(len(kept)) if int(want_counts[r]) > k and int(counts[r]) == k]
+    if tied and bool((kept <= want_kept).all()):
+        return HINTS(lang, "k_ties", row=tied[0]), True
+    if any(torch.equal(kept, m) for m in _kept_top_k_mistakes(logits, k)):
+        return HINTS(lang, "k_not_per_row", k=k), True
+    wrong_rows = [r for r in range(len(kept)) if int(counts[r]) != int(want_counts[r])]
+    if wrong_rows:
+        r, one_off = wrong_rows[0], bool(((counts - want_counts).abs() == 1).all())
+        key = "k_off_by_one" if one_off else "k_count"
+        return HINTS(lang, key, k=k, row=r, got=int(counts[r]), want=int(want_counts[r])), one_off
+    r = next(r for r in range(len(kept)) if not torch.equal(kept[r], want_kept[r]))
+    return HINTS(lang, "k_not_largest", k=k, row=r), False
+
+
+def _first_named(diagnoses: list[tuple[Feedback, bool]], success: Feedback) -> Feedback:
+    """Every case is run first: a hint that names a mistake, from any case, wins over a fact from an
+    earlier one; ``success`` when no case failed."""
+    named = [fb for fb, is_named in diagnoses if is_named]
+    return (named or [fb for fb, _ in diagnoses] or [success])[0]
 
 
 @checker
-def check_top_k(fn, lang: str = "es") -> Feedback:
+def check_top_k(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, k)``: logits (B, V) -> logits with all but the k largest of each row
     (and ties with the k-th) set to -inf."""
+    diagnoses = []
     for logits, k in _top_k_cases():
-        got = _filtered(lang, attempt(lang, fn, logits.clone(), k), logits)
-        if isinstance(got, Feedback):
-            return got
+        got = _run_filter(lang, fn, logits, k)
         want = top_k_filter(logits, k).double()
-        if torch.equal(got.isfinite(), want.isfinite()) and close(got[want.isfinite()], want[want.isfinite()]):
-            continue
-        wrong = _removed_wrongly(lang, got, logits, want)
-        if wrong is not None:
-            return wrong
-        kept = got.isfinite()
-        counts, want_counts = kept.sum(dim=-1), want.isfinite().sum(dim=-1)
-        if k < logits.size(-1) and torch.equal(kept, top_k_filter(-logits, k).isfinite()):
-            return not_yet(
-                lang,
-                "te quedas con los k logits más pequeños: ordena de mayor a menor.",
-                "you keep the k smallest logits: sort from largest to smallest.",
-            )
-        if bool((counts == k).all()) and bool((want_counts > k).any()) and bool((kept <= want.isfinite()).all()):
-            return not_yet(
-                lang,
-                "en caso de empate con el k-ésimo logit, todos los empatados se quedan "
-                "(compara con el valor del k-ésimo, no con su posición).",
-                "when logits tie with the k-th one, all the tied ones stay "
-                "(compare with the k-th value, not with its position).",
-            )
-        if k < logits.size(-1) and (torch.equal(counts, want_counts + 1) or torch.equal(counts, want_counts - 1)):
-            return not_yet(
-                lang,
-                f"te quedas con {int(counts[0])} tokens por fila y deben ser {int(want_counts[0])}: "
-                "revisa el índice del k-ésimo mayor (los índices empiezan en 0).",
-                f"you keep {int(counts[0])} tokens per row and it must be {int(want_counts[0])}: check the "
-                "index of the k-th largest (indices start at 0).",
-            )
-        if logits.size(0) > 1 and not torch.equal(counts, want_counts):
-            return not_yet(
-                lang,
-                f"para k = {k} cada fila debe quedarse con sus k mayores logits: el umbral es el "
-                "k-ésimo valor de **esa fila**, en la última dimensión.",
-                f"for k = {k} each row must keep its own k largest logits: the threshold is the k-th value "
-                "of **that row**, along the last dimension.",
-            )
-        return not_yet(
+        kept = _kept(lang, got, logits, want)
+        if not torch.equal(kept, want.isfinite()):
+            diagnoses.append(_top_k_mistake(lang, kept, want.isfinite(), logits, k))
+    return _first_named(
+        diagnoses,
+        correct(
             lang,
-            f"para k = {k} y logits de forma {tuple(logits.shape)} no quedan los tokens esperados: "
-            "cada fila conserva sus k mayores logits y el resto pasa a -inf.",
-            f"for k = {k} and logits of shape {tuple(logits.shape)} the right tokens do not stay: each "
-            "row keeps its k largest logits and the rest become -inf.",
-        )
-    return correct(
-        lang,
-        "Los logits que quedan no cambian: el softmax los renormaliza al muestrear.",
-        "The logits that stay are unchanged: the softmax renormalises them when sampling.",
+            "Los logits que quedan no cambian: la softmax los renormaliza al muestrear.",
+            "The logits that stay are unchanged: the softmax renormalises them when sampling.",
+        ),
     )
 
 
@@ -243,68 +497,61 @@ def _top_p_cases() -> list[tuple[Tensor, float]]:
         (wide, 0.6),
         (wide, 0.9),
         (torch.tensor([[30.0, 0.0, -10.0, 1.0, 2.0]]), 0.5),
+        (torch.tensor([[-2.0, 3.0, 1.0, 0.5, 3.5, -1.0, 2.0]]) + 40.0, 0.9),  # large logits: probabilities, not logits
     ]
 
 
+def _kept_top_p_mistakes(logits: Tensor, p: float, want_kept: Tensor) -> dict[str, Tensor]:
+    """Which tokens two usual mistakes keep: the decision left in sorted order, and a sum of logits."""
+    sorted_logits, order = logits.double().sort(dim=-1, descending=True)
+    in_sorted_order = want_kept.gather(-1, order)  # the right decision, not put back in place
+    before = sorted_logits.cumsum(dim=-1) - sorted_logits
+    on_logits = torch.zeros_like(want_kept).scatter(-1, order, before < p)
+    mistakes = {"p_not_unsorted": in_sorted_order, "p_on_logits": on_logits}
+    return {key: m for key, m in mistakes.items() if not bool(m.all())}  # keeping everything is not these
+
+
+def _top_p_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, p: float) -> tuple[Feedback, bool]:
+    """The hint for a wrong set of kept tokens, and whether it names a mistake (rather than a fact)."""
+    p_text = num(lang, p, 6)
+    counts, want_counts = kept.sum(dim=-1), want_kept.sum(dim=-1)
+    empty = [r for r in range(len(kept)) if int(counts[r]) == 0]
+    if empty:
+        return HINTS(lang, "p_empty_row", p=p_text, row=empty[0]), True
+    for key, mistake in _kept_top_p_mistakes(logits, p, want_kept).items():
+        if torch.equal(kept, mistake):
+            return HINTS(lang, key), True
+    probs = torch.softmax(logits.double(), dim=-1)
+    for r in range(len(kept)):
+        if bool((~kept[r]).any()) and probs[r][kept[r]].min() < probs[r][~kept[r]].max():
+            return HINTS(lang, "p_not_most_likely", row=r), False
+    mass = (probs * kept).sum(dim=-1)
+    short = [r for r in range(len(kept)) if float(mass[r]) < p - 1e-6]
+    if short:
+        r = short[0]
+        return HINTS(lang, "p_short", p=p_text, row=r, mass=num(lang, float(mass[r]), 3)), False
+    r = next(r for r in range(len(kept)) if int(counts[r]) != int(want_counts[r]))
+    return HINTS(lang, "p_extra", p=p_text, row=r, got=int(counts[r]), want=int(want_counts[r])), False
+
+
 @checker
-def check_top_p(fn, lang: str = "es") -> Feedback:
+def check_top_p(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, p)``: logits (B, V) -> logits where, in each row, only the smallest set of
     most likely tokens whose probability reaches p stays; the rest are -inf."""
+    diagnoses = []
     for logits, p in _top_p_cases():
-        got = _filtered(lang, attempt(lang, fn, logits.clone(), p), logits)
-        if isinstance(got, Feedback):
-            return got
+        got = _run_filter(lang, fn, logits, p)
         want = top_p_filter(logits, p).double()
-        kept, want_kept = got.isfinite(), want.isfinite()
-        if torch.equal(kept, want_kept) and close(got[want_kept], want[want_kept]):
-            continue
-        wrong = _removed_wrongly(lang, got, logits, want)
-        if wrong is not None:
-            return wrong
-        p_es = num("es", p, 6)  # a decimal comma in Spanish; the English text writes p as Python does
-        probs = torch.softmax(logits.double(), dim=-1)
-        mass = (probs * kept).sum(dim=-1)
-        if bool((kept.sum(dim=-1) == 0).any()):
-            return not_yet(
-                lang,
-                f"con p = {p_es} alguna fila se queda sin tokens: el token con el que la suma llega a p "
-                "también se queda, así que el más probable se queda siempre.",
-                f"with p = {p} some row keeps no token: the token with which the sum reaches p stays too, "
-                "so the most likely one always stays.",
-            )
-        # the kept set is not the most likely tokens: not sorted, or sorted the wrong way
-        most_likely = all(
-            probs[r][kept[r]].min() >= probs[r][~kept[r]].max() if bool((~kept[r]).any()) else True
-            for r in range(len(probs))
-        )
-        if not most_likely:
-            return not_yet(
-                lang,
-                "los tokens que quedan no son los más probables: acumula la probabilidad recorriendo los "
-                "tokens de más a menos probable, y devuelve el resultado en el orden del vocabulario.",
-                "the tokens that stay are not the most likely ones: accumulate the probability going from "
-                "the most to the least likely token, and return the result in the vocabulary's order.",
-            )
-        if bool((mass < p - 1e-6).any()):
-            kept_es = decimal(mass.min().item(), 2, "es")
-            return not_yet(
-                lang,
-                f"con p = {p_es} la masa que conservas ({kept_es}) no llega a p: el token "
-                "con el que la suma alcanza o pasa p también se queda.",
-                f"with p = {p} the mass you keep ({mass.min().item():.2f}) does not reach p: the token with "
-                "which the sum reaches or passes p stays too.",
-            )
-        return not_yet(
+        kept = _kept(lang, got, logits, want)
+        if not torch.equal(kept, want.isfinite()):
+            diagnoses.append(_top_p_mistake(lang, kept, want.isfinite(), logits, p))
+    return _first_named(
+        diagnoses,
+        correct(
             lang,
-            f"con p = {p_es} te quedas con más tokens de los necesarios: el conjunto debe ser el más "
-            "pequeño cuya masa llega a p (para en cuanto la suma alcanza p).",
-            f"with p = {p} you keep more tokens than needed: the set must be the smallest whose mass "
-            "reaches p (stop as soon as the sum reaches p).",
-        )
-    return correct(
-        lang,
-        "El tamaño del núcleo cambia con la forma de cada distribución.",
-        "The size of the nucleus changes with the shape of each distribution.",
+            "El tamaño del conjunto que queda cambia con la forma de cada distribución.",
+            "The size of the set that stays changes with the shape of each distribution.",
+        ),
     )
 
 
@@ -330,135 +577,74 @@ def _attend(q: Tensor, keys: Tensor, values: Tensor, allowed: Tensor | None, sca
     return torch.softmax(scores, dim=-1) @ values
 
 
+def _cache_step(
+    lang: str, got: Any, q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor
+) -> tuple[Feedback, bool] | None:
+    """``None`` if ``(out, k_cache, v_cache)`` is right; else the hint of the check it fails and whether
+    the hint names a mistake (rather than a fact). What is wrong in every case stops the check at once."""
+    B, H, T, Dh = q.shape
+    S = k_cache.size(2)
+    L = S + T
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        raise stop(HINTS(lang, "not_a_triple"))
+    for x in got:
+        if not isinstance(x, Tensor):
+            raise stop(not_a_tensor(lang, x))
+    out, new_k, new_v = got
+    shapes = (tuple(out.shape), tuple(new_k.shape), tuple(new_v.shape))
+    expected = ((B, H, T, Dh), (B, H, L, Dh), (B, H, L, Dh))
+    if S and shapes != expected and sorted(shapes) == sorted(expected):
+        raise stop(HINTS(lang, "order"))
+    if S and (B, H, S, Dh) in shapes[1:]:
+        raise stop(HINTS(lang, "old_cache", S=S))
+    if shapes[1:] != expected[1:]:
+        raise stop(HINTS(lang, "cache_shape", expected=expected[1], k_shape=shapes[1], v_shape=shapes[2]))
+    if shapes[0] != expected[0]:
+        raise stop(HINTS(lang, "out_shape", expected=expected[0], got=shapes[0]))
+    if not all(x.is_floating_point() for x in got):
+        raise stop(HINTS(lang, "not_float_triple"))
+    out, new_k, new_v = (x.detach().to("cpu", torch.float32) for x in got)
+    want_k, want_v = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
+    if not (close(new_k, want_k) and close(new_v, want_v)):
+        if S and (close(new_k, torch.cat([k, k_cache], dim=2)) or close(new_v, torch.cat([v, v_cache], dim=2))):
+            raise stop(HINTS(lang, "prepended"))
+        if close(new_k, want_v) and close(new_v, want_k):
+            raise stop(HINTS(lang, "swapped_caches"))
+        raise stop(HINTS(lang, "cache_values" if close(new_k, want_k) else "cache_keys"))
+    if bool(torch.isnan(out).any()):
+        return HINTS(lang, "out_nan"), True
+    causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
+    if close(out, scaled_dot_product_attention(q, want_k, want_v, causal)[0], atol=1e-5):
+        return None
+    if close(out, scaled_dot_product_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())[0], atol=1e-5):
+        return HINTS(lang, "new_only"), True
+    if T > 1 and close(out, scaled_dot_product_attention(q, want_k, want_v)[0], atol=1e-5):
+        return HINTS(lang, "no_causal"), True
+    unshifted = torch.ones(T, L, dtype=torch.bool).tril()
+    if S and close(out, scaled_dot_product_attention(q, want_k, want_v, unshifted)[0], atol=1e-5):
+        return HINTS(lang, "unshifted"), True
+    for scale, key in [(1.0, "no_scale"), (math.sqrt(L), "scale_length"), (math.sqrt(H * Dh), "scale_width")]:
+        if scale != math.sqrt(Dh) and close(out, _attend(q, want_k, want_v, causal, scale), atol=1e-5):
+            return HINTS(lang, key), True
+    return HINTS(lang, "attention_values", S=S, T=T), False
+
+
 @checker
-def check_cached_attention(fn, lang: str = "es") -> Feedback:
+def check_cached_attention(fn, lang: str | None = None) -> Feedback:
     """``fn(q, k, v, k_cache, v_cache)`` -> ``(out, k_cache, v_cache)``: the new tokens'
     causal attention over the cached and new keys, and the cache with the new keys and
     values appended."""
+    diagnoses = []
     for q, k, v, k_cache, v_cache in _attention_cases():
-        B, H, T, Dh = q.shape
-        S = k_cache.size(2)
         got = attempt(lang, fn, q.clone(), k.clone(), v.clone(), k_cache.clone(), v_cache.clone())
-        if not isinstance(got, (tuple, list)) or len(got) != 3:
-            return not_yet(
-                lang,
-                "devuelve una tupla de tres tensores: (out, k_cache, v_cache).",
-                "return a tuple of three tensors: (out, k_cache, v_cache).",
-            )
-        if not all(isinstance(x, Tensor) for x in got):
-            bad = next(x for x in got if not isinstance(x, Tensor))
-            return not_a_tensor(lang, bad)
-        out, new_k, new_v = got
-        L = S + T
-        want_k, want_v = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
-        causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
-        want_out = scaled_dot_product_attention(q, want_k, want_v, causal)[0]
-        shapes = (tuple(out.shape), tuple(new_k.shape), tuple(new_v.shape))
-        expected = ((B, H, T, Dh), (B, H, S + T, Dh), (B, H, S + T, Dh))
-        if S and shapes != expected and sorted(shapes) == sorted(expected):
-            return not_yet(
-                lang,
-                "el orden de lo que devuelves no es (out, k_cache, v_cache).",
-                "what you return is not in the order (out, k_cache, v_cache).",
-            )
-        if shapes[1] == (B, H, S, Dh) and S:
-            return not_yet(
-                lang,
-                f"la caché que devuelves tiene {S} posiciones, las de antes: añade las claves y valores "
-                "nuevos para que el siguiente paso los encuentre.",
-                f"the cache you return has {S} positions, the old ones: append the new keys and values so "
-                "that the next step finds them.",
-            )
-        if shapes[1] != (B, H, S + T, Dh) or shapes[2] != (B, H, S + T, Dh):
-            return not_yet(
-                lang,
-                f"la caché actualizada debe tener forma (B, H, S + T, d_head) = {(B, H, S + T, Dh)}; "
-                f"tienes {shapes[1]} y {shapes[2]}: ¿concatenaste en la dimensión de las posiciones?",
-                f"the updated cache must have shape (B, H, S + T, d_head) = {(B, H, S + T, Dh)}; yours are "
-                f"{shapes[1]} and {shapes[2]}: did you concatenate along the positions' dimension?",
-            )
-        if shapes[0] != (B, H, T, Dh):
-            return not_yet(
-                lang,
-                f"la salida debe tener forma (B, H, T, d_head) = {(B, H, T, Dh)}; tienes {shapes[0]}.",
-                f"the output must have shape (B, H, T, d_head) = {(B, H, T, Dh)}; yours is {shapes[0]}.",
-            )
-        if not all(x.is_floating_point() for x in got):
-            return not_yet(lang, "devuelve tensores de coma flotante.", "return floating-point tensors.")
-        out, new_k, new_v = (x.detach().to("cpu", torch.float32) for x in got)
-        if bool(torch.isnan(out).any()):
-            return not_yet(
-                lang,
-                "la salida contiene NaN: ¿alguna fila de la máscara no deja pasar ninguna clave?",
-                "the output contains NaN: does some row of the mask let no key through?",
-            )
-        if not (close(new_k, want_k) and close(new_v, want_v)):
-            if S and close(new_k, torch.cat([k, k_cache], dim=2)):
-                return not_yet(
-                    lang,
-                    "las claves nuevas van **después** de las guardadas: la caché sigue el orden de las posiciones.",
-                    "the new keys go **after** the stored ones: the cache follows the order of the positions.",
-                )
-            if close(new_k, want_v) and close(new_v, want_k):
-                return not_yet(
-                    lang,
-                    "has intercambiado la caché de claves y la de valores.",
-                    "you swapped the key cache and the value cache.",
-                )
-            return not_yet(
-                lang,
-                "la caché actualizada debe ser la de antes seguida de las claves (y valores) nuevas.",
-                "the updated cache must be the old one followed by the new keys (and values).",
-            )
-        if close(out, want_out, atol=1e-5):
-            continue
-        if close(out, scaled_dot_product_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())[0], atol=1e-5):
-            return not_yet(
-                lang,
-                "las consultas nuevas solo atienden a las claves nuevas: también deben ver las de la caché.",
-                "the new queries only attend to the new keys: they must also see the cached ones.",
-            )
-        if T > 1 and close(out, scaled_dot_product_attention(q, want_k, want_v)[0], atol=1e-5):
-            return not_yet(
-                lang,
-                "con varios tokens nuevos, cada uno no debe ver los nuevos que vienen después: "
-                "hace falta una máscara causal entre ellos.",
-                "with several new tokens, none may see the new tokens after it: a causal mask is needed among them.",
-            )
-        if S and close(
-            out,
-            scaled_dot_product_attention(q, want_k, want_v, torch.ones(T, L, dtype=torch.bool).tril())[0],
-            atol=1e-5,
-        ):
-            return not_yet(
-                lang,
-                "la máscara causal no tiene en cuenta las S posiciones guardadas: el token nuevo i está "
-                "en la posición S + i y ve todas las claves hasta ella.",
-                "the causal mask ignores the S stored positions: new token i sits at position S + i and "
-                "sees every key up to it.",
-            )
-        for scale, (es, en) in [
-            (1.0, ("falta dividir las puntuaciones entre √d_head.", "the scores must be divided by √d_head.")),
-            (
-                math.sqrt(L),
-                (
-                    "escala por √d_head (la última dimensión de q), no por la longitud.",
-                    "scale by √d_head (the last dimension of q), not by the length.",
-                ),
-            ),
-            (math.sqrt(H * Dh), ("escala por √d_head, no por √(H·d_head).", "scale by √d_head, not by √(H·d_head).")),
-        ]:
-            if scale != math.sqrt(Dh) and close(out, _attend(q, want_k, want_v, causal, scale), atol=1e-5):
-                return not_yet(lang, es, en)
-        return not_yet(
+        diagnosis = _cache_step(lang, got, q, k, v, k_cache, v_cache)
+        if diagnosis is not None:
+            diagnoses.append(diagnosis)
+    return _first_named(
+        diagnoses,
+        correct(
             lang,
-            f"con S = {S} posiciones guardadas y T = {T} nuevas la salida no coincide con la atención "
-            "sobre la secuencia completa: softmax(q·Kᵀ/√d_head) sobre todas las claves permitidas, por V.",
-            f"with S = {S} stored positions and T = {T} new ones the output does not match attention over "
-            "the whole sequence: softmax(q·Kᵀ/√d_head) over every allowed key, times V.",
-        )
-    return correct(
-        lang,
-        "Es lo que hace cada capa de GPT en cada paso de la generación con caché.",
-        "This is what every GPT layer does at every step of cached generation.",
+            "Es lo que hace cada capa de GPT en cada paso de la generación con caché.",
+            "This is what every GPT layer does at every step of cached generation.",
+        ),
     )

@@ -22,7 +22,7 @@ def _random_maps(seed: int, n_layers: int = 3, n_heads: int = 4, length: int = 6
 
 
 @checker
-def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
+def check_strongest_head(strongest_head, lang: str | None = None) -> Feedback:
     """``strongest_head(maps, query, key)`` must return the (layer, head) in which the token
     at position ``query`` gives the most attention to the token at position ``key``;
     ``maps`` is a list of (1, H, T, T) maps, one per layer."""
@@ -96,7 +96,7 @@ def check_strongest_head(strongest_head, lang: str = "es") -> Feedback:
 
 
 @checker
-def check_attention_row(attention_row, lang: str = "es") -> Feedback:
+def check_attention_row(attention_row, lang: str | None = None) -> Feedback:
     """``attention_row(q, k)`` must return softmax(k q / √d_head): the weights of one query
     q (Dh,) over S keys k (S, Dh), shape (S,)."""
     g = torch.Generator().manual_seed(8)

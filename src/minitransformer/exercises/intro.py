@@ -82,7 +82,7 @@ def _shape(x: Any) -> tuple[int, ...] | None:
 
 
 @checker
-def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any], lang: str = "es") -> Feedback:
+def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the shapes of the attention maps of one forward pass.
 
     ``attention_shapes(B, S, T, n_heads)`` returns ``(encoder, decoder_self, cross)``, the shape
@@ -132,7 +132,7 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
 
 
 @checker
-def check_mha_parameters(count: Callable[[int, int], Any], lang: str = "es") -> Feedback:
+def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the number of parameters of ``MultiHeadAttention(d_model, n_heads)``."""
     for D, H in ((512, 8), (64, 4), (30, 5)):
         want = sum(p.numel() for p in MultiHeadAttention(D, H).parameters())

@@ -92,7 +92,7 @@ def _layer_norm_variants(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
 
 
 @checker
-def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Feedback:
+def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``layer_norm(x, gamma, beta, eps)`` against ``torch.nn.functional.layer_norm``.
 
     x: (..., D); gamma, beta: (D,); the result has the shape of x.
@@ -141,7 +141,7 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str = "es") -> Fee
 
 
 @checker
-def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str = "es") -> Feedback:
+def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``sublayer_connection(x, sublayer, norm)`` = norm(x + sublayer(x)) (post-LN).
 
     x: (B, T, D); ``sublayer`` and ``norm`` are modules (B, T, D) -> (B, T, D).
@@ -237,7 +237,7 @@ def _rms_norm_variants(x: Tensor, gamma: Tensor, eps: float) -> list[tuple[Tenso
 
 
 @checker
-def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str = "es") -> Feedback:
+def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``rms_norm(x, gamma, eps)`` = x / √(mean(x²) + ε) · γ against ``F.rms_norm``.
 
     x: (..., D); gamma: (D,); the result has the shape of x.

@@ -35,7 +35,7 @@ def _embedding_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
 
 
 @checker
-def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str = "es") -> Feedback:
+def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Check ``fn(tokens, table, pe)`` = table[tokens] · √D + pe[:T], shape (B, T, D)."""
     for tokens, table, pe in _embedding_cases():
         args = (tokens.clone(), table.clone(), pe.clone())
@@ -229,7 +229,7 @@ def _whole_number(lang: str, got) -> int:
 
 
 @checker
-def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str = "es") -> Feedback:
+def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str | None = None) -> Feedback:
     """Check ``fn(V, D, F, N, norm_first)`` against the parameter count of a tied Transformer.
 
     Every case is run first; a typical mistake is named only when it explains all of them (with
@@ -271,7 +271,7 @@ def _output_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
 
 
 @checker
-def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str = "es") -> Feedback:
+def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Check ``fn(h, weight, bias)`` = softmax(h Wᵀ + b) over the vocabulary, shape (B, T, V)."""
     for h, weight, bias in _output_cases():
         (B, T, _), V = h.shape, weight.size(0)

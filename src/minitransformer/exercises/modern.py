@@ -251,7 +251,7 @@ _ROPE_WHY = (
 
 
 @checker
-def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str = "es") -> Feedback:
+def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None) -> Feedback:
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
     cases = [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
     for n, (x, base) in enumerate(cases):
@@ -312,7 +312,7 @@ _SWIGLU_WHY = (
 
 
 @checker
-def check_swiglu(swiglu: Callable[..., Tensor], lang: str = "es") -> Feedback:
+def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``swiglu(x, W_gate, W_up, W_down)``: x (..., D), W_gate and W_up (D, F), W_down (F, D)."""
     D, Fw = 6, 10
     x = randn(2, 3, D, seed=20) * 1.5
@@ -405,7 +405,7 @@ _ONLINE_WHY = (
 
 
 @checker
-def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: str = "es") -> Feedback:
+def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Check ``online_softmax(scores, block_size)``: scores (R, S) -> the softmax of each row."""
     first = randn(3, 23, seed=30) * 4
     first[0, 21] = 1000.0  # a huge score in the last, shorter block

@@ -194,7 +194,7 @@ def _table_mistakes(max_len: int, d_model: int) -> dict[str, Tensor]:
 
 
 @checker
-def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str = "es") -> Feedback:
+def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the paper's sinusoidal table.
 
     ``encoding(max_len, d_model)`` returns a (max_len, d_model) tensor with
@@ -225,7 +225,7 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
 
 
 @checker
-def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str = "es") -> Feedback:
+def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the column order that turns the interleaved layout into the concatenated one.
 
     ``permutation(d_model)`` returns a (d_model,) tensor of indices ``perm`` such that
@@ -267,7 +267,7 @@ def _interleaved_shift(k: int, d_model: int) -> Tensor:
 
 
 @checker
-def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: str = "es") -> Feedback:
+def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: M_k with M_k · PE(p) = PE(p + k) for every p, in the concatenated layout.
 
     ``shift_matrix(k, d_model)`` returns a (d_model, d_model) tensor; it is checked on the

@@ -14,9 +14,13 @@ of notebook 01's, for a teacher.
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import inspect
+import re
+import sys
 import textwrap
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -117,7 +121,7 @@ def solution_function(name: str) -> Callable[..., Any]:
     return _entry(name)[2]
 
 
-def check_solution(name: str, lang: str = "es") -> Any:  # the checker's Feedback
+def check_solution(name: str, lang: str | None = None) -> Any:  # the checker's Feedback
     """Run exercise ``name``'s checker on its own solution."""
     _, check, solution = _entry(name)
     return check(solution, lang=lang)
@@ -143,14 +147,55 @@ class Solution:
     __str__ = __repr__
 
 
-def _source(fn: Callable[..., Any]) -> str:
-    """``fn``'s code from its ``def`` line (decorators dropped), named as the student's stub."""
+# A comment in a solution may be written in both languages, as in the notebooks' sources:
+# ``# «la caché crece|the cache grows»`` shows the Spanish side in Spanish, the English in English.
+_SWAP = re.compile(r"«([^«»|]*)\|([^«»|]*)»")
+
+
+def _imports(fn: Callable[..., Any], tree: ast.AST) -> list[str]:
+    """The import lines the code of ``fn`` needs to run on its own, in a fresh cell: one for each
+    module-level name it uses (``torch``, ``math``, ``F``, ``Tensor``, ...), standard library first."""
+    local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    local |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - local - set(dir(builtins))
+    lines: dict[str, str] = {}  # top-level module -> line
+    for name in sorted(used):
+        if name not in fn.__globals__:
+            continue  # undefined: the code fails where it is pasted, and the tests say so
+        value = fn.__globals__[name]
+        if isinstance(value, types.ModuleType):
+            module = value.__name__
+            line = f"import {module}" if module == name else f"import {module} as {name}"
+        else:
+            module = getattr(value, "__module__", None)
+            if module is None or getattr(value, "__qualname__", None) != name:
+                continue  # a constant cannot be imported by name: the tests say so
+            line = f"from {module} import {name}"
+        lines[line] = module.partition(".")[0]
+    ours = __package__.partition(".")[0]
+    groups = [
+        [line for line, top in lines.items() if top in sys.stdlib_module_names],
+        [line for line, top in lines.items() if top not in sys.stdlib_module_names and top != ours],
+        [line for line, top in lines.items() if top == ours],
+    ]
+    out: list[str] = []
+    for group in filter(None, groups):  # as isort writes them: a blank line between groups
+        out += ([""] if out else []) + sorted(group, key=lambda line: (line.startswith("from"), line))
+    return out
+
+
+def _source(fn: Callable[..., Any], lang: str) -> str:
+    """``fn``'s code from its ``def`` line (decorators dropped), named as the student's stub, its
+    comments in ``lang``, after the imports it needs: it runs pasted into a fresh cell."""
     source = textwrap.dedent(inspect.getsource(fn))
     node = ast.parse(source).body[0]
     lines = source.splitlines()[node.lineno - 1 :]
+    node.decorator_list = []  # @explain is not part of the code shown
     stub = fn.__name__.removeprefix("solution_")
     lines[0] = lines[0].replace(f"def {fn.__name__}(", f"def {stub}(", 1)
-    return "\n".join(lines).rstrip()
+    code = _SWAP.sub(lambda m: m.group(1) if lang == "es" else m.group(2), "\n".join(lines).rstrip())
+    imports = _imports(fn, node)
+    return "\n".join(imports) + "\n\n\n" + code if imports else code
 
 
 class Solutions(tuple):
@@ -174,4 +219,4 @@ def show_solution(name: str, lang: str | None = None) -> Solution | Solutions:
         return Solutions(show_solution(n, lang) for n in EXERCISES if n.startswith(f"{name}."))
     fn = solution_function(name)
     es, en = getattr(fn, "__explanation__", None) or ((inspect.getdoc(fn) or "",) * 2)
-    return Solution(name, lang, tr(lang, es, en), _source(fn))
+    return Solution(name, lang, tr(lang, es, en), _source(fn, lang))

@@ -101,7 +101,7 @@ _NOAM_MISTAKES: list[tuple[Callable[[int, int, int], float], str, str]] = [
 
 
 @checker
-def check_noam_lr(fn: Callable[[int, int, int], float], lang: str = "es") -> Feedback:
+def check_noam_lr(fn: Callable[[int, int, int], float], lang: str | None = None) -> Feedback:
     """``fn(step, d_model, warmup)`` must return the paper's learning rate
     d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
     values = [_number(lang, attempt(lang, fn, *case)) for case in _NOAM_CASES]
@@ -178,7 +178,7 @@ def _ids(lang: str, x: Any, which: str) -> list[int]:
 
 
 @checker
-def check_shift_targets(fn: Callable[[list[int], int, int], Any], lang: str = "es") -> Feedback:
+def check_shift_targets(fn: Callable[[list[int], int, int], Any], lang: str | None = None) -> Feedback:
     """``fn(ids, bos_id, eos_id)`` must return two lists ``(tgt_in, tgt_out)``:
     ``[bos] + ids`` (the decoder's input) and ``ids + [eos]`` (what it must predict)."""
     for ids, bos, eos in [([7, 8, 9], 1, 2), ([5], 1, 2), ([4, 4, 6, 10], 3, 9)]:
@@ -309,7 +309,7 @@ _SMOOTH_MISTAKES: list[tuple[Callable[[Tensor, int, float], Tensor], str, str]] 
 
 
 @checker
-def check_smoothed_targets(fn: Callable[[Tensor, int, float], Tensor], lang: str = "es") -> Feedback:
+def check_smoothed_targets(fn: Callable[[Tensor, int, float], Tensor], lang: str | None = None) -> Feedback:
     """``fn(target, vocab_size, eps)`` must return the smoothed target distribution
     (1 − ε)·one_hot + ε/V of shape (N, V), the one ``F.cross_entropy(label_smoothing=ε)`` uses.
     Several (ε, V) pairs, so that a hard-coded ε or V shows."""

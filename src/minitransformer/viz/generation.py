@@ -22,32 +22,43 @@ def plot_next_token(
     top: int = 12,
     title: str | None = None,
 ) -> Figure:
-    """Bar charts of next-token distributions side by side, one panel per distribution.
+    """Bar charts of next-token distributions side by side, one panel per distribution, each
+    drawn in front of the first one (in grey), so that what a knob moves or removes shows.
 
     Args:
-        distributions: label -> probabilities over the vocabulary (V,); the first one
-            orders the tokens (its ``top`` most likely are shown in every panel).
+        distributions: label -> probabilities over the vocabulary (V,); the first one is the
+            original: it orders the tokens (its ``top`` most likely are shown in every panel)
+            and is drawn behind the others.
         tokens: the vocabulary's tokens, in id order.
     """
     items = [(label, to_numpy(p)) for label, p in distributions.items()]
-    order = np.argsort(-items[0][1], kind="stable")[:top]
+    original = items[0][1]
+    order = np.argsort(-original, kind="stable")[:top]
     n = len(items)
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), layout="constrained", squeeze=False)
-    for ax, (label, p) in zip(axes.flat, items):
-        kept = p[order] > 0
-        ax.bar(np.arange(top), p[order], color=np.where(kept, "tab:blue", "lightgray"))
-        ax.set_xticks(np.arange(top), [tokens[i] for i in order], rotation=60, ha="right", fontsize=10)
-        ax.set_ylim(0, 1)
+    x = np.arange(len(order))
+    highest = max(float(p[order].max()) for _, p in items)
+    for i, (ax, (label, p)) in enumerate(zip(axes.flat, items)):
+        if i:  # the original behind: a removed token keeps only its grey bar
+            ax.bar(x, original[order], color="lightgray", label=items[0][0])
+        removed = (p[order] == 0) & (original[order] > 0)
+        ax.bar(x, p[order], width=0.55 if i else 0.8, color="tab:blue", label=tr(lang, "después", "after"))
+        ax.plot(x[removed], np.zeros(int(removed.sum())), "x", color="tab:red", ms=7, mew=2)  # removed: a red cross
+        ax.set_xticks(x, [tokens[j] for j in order], rotation=60, ha="right", fontsize=10)
+        ax.set_ylim(0, 1.15 * highest)
         ax.set_title(label, fontsize=12)
         ax.grid(axis="y", alpha=0.3)
         ax.yaxis.set_major_formatter(number_ticks(lang))
-        shown = p[order].sum()
+        shown, kept, vocab = p[order].sum(), int((p > 0).sum()), int((original > 0).sum())
+        note = tr(lang, f"{top} primeros: {decimal(shown, 2, lang)}", f"top {top}: {decimal(shown, 2, lang)}")
+        if kept < vocab:  # a filter: how many tokens it keeps, shown or not
+            note += tr(lang, f"\nquedan {kept} de {vocab}", f"\n{kept} of {vocab} kept")
         ax.text(
             0.98,
             0.95,
-            tr(lang, f"{top} primeros: {decimal(shown, 2, lang)}", f"top {top}: {decimal(shown, 2, lang)}"),
+            note,
             transform=ax.transAxes,
             ha="right",
             va="top",
@@ -57,24 +68,41 @@ def plot_next_token(
         ax.axis("off")
     for ax in axes[:, 0]:
         ax.set_ylabel(tr(lang, "probabilidad", "probability"))
+    if n > 1:
+        handles, labels = axes.flat[1].get_legend_handles_labels()
+        cross = plt.Line2D([], [], color="tab:red", marker="x", ls="", ms=7, mew=2)
+        removed_label = tr(lang, "quitado por el filtro", "removed by the filter")
+        fig.legend([*handles, cross], [*labels, removed_label], loc="outside lower center", ncols=3, fontsize=11)
     fig.suptitle(
         title if title is not None else tr(lang, "Distribución del siguiente token", "Next-token distribution")
     )
-    return fig
+    return localise(fig, lang)
 
 
 def plot_validity_diversity(
-    results: Mapping[str, tuple[float, float]], lang: str = "es", title: str | None = None
+    results: Mapping[str, tuple[float, float]],
+    lang: str = "es",
+    title: str | None = None,
+    ceiling: float | None = None,
 ) -> Figure:
     """One point per sampling setting: share of valid lines against share of distinct lines.
 
     Args:
         results: label -> (validity, diversity), both in [0, 1].
+        ceiling: the share of distinct lines the corpus itself gives (a dashed vertical line).
     """
     fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
     markers = "osD^vP*X"
     for i, (label, (validity, diversity)) in enumerate(results.items()):
         ax.plot([diversity * 100], [validity * 100], markers[i % len(markers)], ms=11, label=label)
+    if ceiling is not None:
+        ax.axvline(
+            ceiling * 100,
+            color="gray",
+            ls="--",
+            lw=1.5,
+            label=tr(lang, "diversidad del corpus", "the corpus's diversity"),
+        )
     ax.legend(loc="lower left", fontsize=11)  # a legend, not labels: close points stay readable
     ax.set_xlabel(tr(lang, "líneas distintas (%)", "distinct lines (%)"))
     ax.set_ylabel(tr(lang, "líneas válidas (%)", "valid lines (%)"))
@@ -101,7 +129,7 @@ def plot_step_times(
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     x = np.asarray(lengths)
     for label, t in times.items():
-        ax.plot(x, to_numpy(t) * 1000, lw=2, label=label)
+        ax.plot(x, to_numpy(t) * 1000, "o-", lw=2, ms=4, label=label)
     ax.set_xlabel(tr(lang, "longitud de la secuencia (tokens)", "sequence length (tokens)"))
     ax.set_ylabel(tr(lang, "ms por token generado", "ms per generated token"))
     ax.set_ylim(bottom=0)
