@@ -23,8 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import causal_mask, check_heads, fast_attention, masked_softmax
+from .attention import causal_mask, check_heads, combine_masks, fast_attention, masked_softmax
 from .i18n import error, say
+from .kv_cache import AttentionCache, KVCache
 from .layers import FeedForward
 from .model import check_tokens
 from .positional import sinusoidal_encoding
@@ -301,12 +302,20 @@ class GroupedQueryAttention(nn.Module):
         self.dropout = dropout
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False, positions: Tensor | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        positions: Tensor | None = None,
+        cache: AttentionCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Shapes: x (B, T, D); mask boolean, True = may attend, broadcastable to (B, H, T, T);
+        """Shapes: x (B, T, D); mask boolean, True = may attend, broadcastable to (B, H, T, S);
         positions (T,) or (B, T), the positions RoPE turns each token to (None: 0 … T − 1).
+        With ``cache`` (an :class:`~minitransformer.kv_cache.AttentionCache`), x holds only the
+        new tokens: their keys, rotated at their positions, and values (Hkv heads) are appended
+        and the queries attend to all S cached ones.
 
-        Returns ``(output, weights)``: (B, T, D) and (B, H, T, T), or None for the weights
+        Returns ``(output, weights)``: (B, T, D) and (B, H, T, S), or None for the weights
         unless ``need_weights``.
         """
         if x.dim() != 3 or x.size(-1) != self.d_model:
@@ -321,6 +330,10 @@ class GroupedQueryAttention(nn.Module):
         v = self.W_v(x).view(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
         if self.rope is not None:
             q, k = self.rope(q, positions=positions), self.rope(k, positions=positions)
+        if cache is not None:
+            k, v = cache.update(k.transpose(1, 2), v.transpose(1, 2))  # (B, S, Hkv, Dh) each
+            k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, Hkv, S, Dh)
+        S = k.size(-2)
         p = self.dropout if self.training else 0.0
         if not need_weights:
             heads = fast_attention(q, k, v, mask, p, scale=self.scale)  # (B, H, T, Dh)
@@ -328,9 +341,9 @@ class GroupedQueryAttention(nn.Module):
         G = H // Hkv
         q = q.reshape(B, Hkv, G, T, Dh)  # (B, Hkv, G, T, Dh): the G query heads of each group
         scores = torch.einsum("bkgtd,bksd->bkgts", q, k) * self.scale  # (B, Hkv, G, T, S)
-        weights = masked_softmax(scores.reshape(B, H, T, T), mask)  # (B, H, T, S)
+        weights = masked_softmax(scores.reshape(B, H, T, S), mask)  # (B, H, T, S)
         dropped = F.dropout(weights, p) if p > 0 else weights
-        heads = torch.einsum("bkgts,bksd->bkgtd", dropped.reshape(B, Hkv, G, T, T), v)  # (B, Hkv, G, T, Dh)
+        heads = torch.einsum("bkgts,bksd->bkgtd", dropped.reshape(B, Hkv, G, T, S), v)  # (B, Hkv, G, T, Dh)
         out = self.W_o(heads.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh))  # (B, T, D)
         return out, weights
 
@@ -394,6 +407,7 @@ class ModernConfig:
     norm_first: bool = True  # pre-norm (True) or post-norm, the paper (False)
     scale_scores: bool = True  # divide the attention scores by √d_head
     bias: bool = False  # biases in the projections and the feed-forward network
+    pad_id: int | None = None  # padding id: never attended to, and not counted in the positions
 
     def __post_init__(self):
         if self.vocab_size <= 0 or self.n_layers <= 0 or self.d_ff <= 0 or self.max_len <= 0:
@@ -408,6 +422,11 @@ class ModernConfig:
                 raise error(
                     f"{name} debe ser uno de {allowed}, no {value!r}", f"{name} must be one of {allowed}, got {value!r}"
                 )
+        if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
+            raise error(
+                f"pad_id {self.pad_id} está fuera del vocabulario [0, {self.vocab_size})",
+                f"pad_id {self.pad_id} is outside the vocabulary [0, {self.vocab_size})",
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise error(
                 f"dropout debe estar en [0, 1), no {self.dropout}", f"dropout must be in [0, 1), got {self.dropout}"
@@ -433,7 +452,8 @@ class ModernBlock(nn.Module):
 
     Pre-norm: x + Attn(Norm(x)), then x + FFN(Norm(x)). Post-norm: Norm(x + Attn(x)), ...
 
-    Shapes: x (B, T, D), mask broadcastable to (B, H, T, T), positions (T,) or (B, T) -> (B, T, D).
+    Shapes: x (B, T, D), mask broadcastable to (B, H, T, S), positions (T,) or (B, T) -> (B, T, D);
+    ``cache``: the attention's :class:`~minitransformer.kv_cache.AttentionCache`.
     """
 
     def __init__(self, config: ModernConfig, rope: RotaryEmbedding | None = None):
@@ -459,14 +479,19 @@ class ModernBlock(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False, positions: Tensor | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        positions: Tensor | None = None,
+        cache: AttentionCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         if self.norm_first:
-            a, weights = self.attn(self.norm1(x), mask, need_weights, positions)
+            a, weights = self.attn(self.norm1(x), mask, need_weights, positions, cache)
             x = x + self.dropout(a)
             x = x + self.dropout(self.feed_forward(self.norm2(x)))
         else:
-            a, weights = self.attn(x, mask, need_weights, positions)
+            a, weights = self.attn(x, mask, need_weights, positions, cache)
             x = self.norm1(x + self.dropout(a))
             x = self.norm2(x + self.dropout(self.feed_forward(x)))
         return x, weights
@@ -476,7 +501,9 @@ class ModernTransformer(nn.Module):
     """A decoder-only language model: embeddings, N blocks, final norm, output projection.
 
     ``forward(tokens)`` returns next-token logits; by default each position sees itself and
-    the earlier ones (causal mask).
+    the earlier ones (causal mask) and, with ``config.pad_id`` set, no padding. With
+    ``forward(tokens, cache=model.new_cache())`` the same protocol as
+    :class:`~minitransformer.gpt.GPT`: later calls pass only the new tokens.
     """
 
     def __init__(self, config: ModernConfig):
@@ -511,33 +538,63 @@ class ModernTransformer(nn.Module):
         if isinstance(self.position, nn.Parameter):
             nn.init.normal_(self.position, std=0.02)
 
+    def new_cache(self, capacity: int | None = None) -> KVCache:
+        """An empty key-value cache for :meth:`forward` (Hkv heads per layer); with ``capacity``,
+        allocated once for that many positions and written in place."""
+        return KVCache(self.config.n_layers, capacity=capacity)
+
     def forward(
         self,
         tokens: Tensor,
         mask: Tensor | None = None,
         return_attention: bool = False,
         positions: Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Next-token logits.
 
         Shapes: tokens (B, T) integer ids; mask boolean broadcastable to (B, H, T, T), by
-        default causal; positions (T,) or (B, T), the position of each token (by default
-        0 … T − 1) -> logits (B, T, V). With ``return_attention=True`` also the list of the
-        (B, H, T, T) attention weights of each block.
+        default causal (and, with ``config.pad_id``, no padding keys); positions (T,) or (B, T),
+        the position of each token (by default 0 … T − 1, padding not counted) -> logits
+        (B, T, V). With ``return_attention=True`` also the list of the (B, H, T, S) attention
+        weights of each block.
+
+        With ``cache`` (from :meth:`new_cache`, updated in place) tokens are only the ones after
+        the cached ones; each is turned at its true position, the number of real tokens its row
+        has cached (the cache's length without padding), and mask and positions come from the
+        cache.
         """
-        check_tokens(tokens, self.config.vocab_size, max_len=self.config.max_len)
-        T = tokens.size(1)
-        if positions is not None:
-            check_positions(positions, tokens.shape, self.config.max_len)
-        if mask is None:
-            mask = causal_mask(T, device=tokens.device)  # (1, 1, T, T)
+        cached = len(cache) if cache is not None else 0
+        check_tokens(tokens, self.config.vocab_size, max_len=self.config.max_len, cached=cached)
+        B, T = tokens.shape
+        pad_id = self.config.pad_id
+        if cache is not None:
+            if mask is not None or positions is not None:
+                raise error(
+                    "con caché, la máscara y las posiciones salen de la caché: no pases mask ni positions",
+                    "with a cache, the mask and the positions come from the cache: pass neither mask nor positions",
+                )
+            real = tokens != pad_id if pad_id is not None else torch.ones_like(tokens, dtype=torch.bool)
+            positions, mask = cache.extend(real)  # (B, T), (B, 1, T, S)
+        else:
+            if positions is not None:
+                check_positions(positions, tokens.shape, self.config.max_len)
+            if pad_id is not None:
+                real = tokens != pad_id  # (B, T)
+                if positions is None:
+                    positions = (real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, T) padding does not count
+                if mask is None:
+                    mask = combine_masks(real[:, None, None, :], causal_mask(T, device=tokens.device))  # (B, 1, T, T)
+            if mask is None:
+                mask = causal_mask(T, device=tokens.device)  # (1, 1, T, T)
         x = self.token(tokens)  # (B, T, D)
         if self.position is not None:
             x = x + (self.position[:T] if positions is None else self.position[positions])  # (B, T, D)
         x = self.dropout(x)
         maps = []
-        for block in self.blocks:
-            x, weights = block(x, mask, return_attention, positions)
+        for i, block in enumerate(self.blocks):
+            layer_cache = cache.layers[i].self_attn if cache is not None else None
+            x, weights = block(x, mask, return_attention, positions, layer_cache)
             maps.append(weights)
         if self.norm is not None:
             x = self.norm(x)
@@ -602,6 +659,7 @@ def _llama_config(c) -> ModernConfig:
         )
     n_heads = c.num_attention_heads
     head_dim = getattr(c, "head_dim", None)
+    padding = getattr(c, "pad_token_id", None)
     return ModernConfig(
         vocab_size=c.vocab_size,
         d_model=c.hidden_size,
@@ -616,6 +674,7 @@ def _llama_config(c) -> ModernConfig:
         norm_eps=c.rms_norm_eps,
         tie_output=bool(getattr(c, "tie_word_embeddings", False)),
         bias=attention_bias,
+        pad_id=padding if padding is not None and 0 <= padding < c.vocab_size else None,
     )
 
 
@@ -624,7 +683,8 @@ def from_llama(hf_model: nn.Module) -> ModernTransformer:
 
     Every field of the ``LlamaConfig`` that changes what the model computes is either carried
     over exactly (sizes, grouped-query heads, ``head_dim``, ``rope_theta``, ``rms_norm_eps``,
-    biases, tied embeddings) or refused with an error that names it (RoPE scaling, another
+    biases, tied embeddings, ``pad_token_id`` as ``pad_id``: padding is then never attended to,
+    as in Hugging Face's ``generate`` with its attention mask) or refused with an error that names it (RoPE scaling, another
     activation, attention-only dropout, attention and MLP biases that differ). The RoPE layout
     is "halves", Hugging Face's. Weights are copied into float32.
     """
@@ -667,9 +727,8 @@ def from_llama(hf_model: nn.Module) -> ModernTransformer:
     with torch.no_grad():
         for ours, theirs in names.items():
             own[ours].copy_(sd[theirs])
-    padding = getattr(hf_model.config, "pad_token_id", None)
-    if padding is not None and 0 <= padding < config.vocab_size:
-        model.token.padding_idx = padding  # as Llama's: the padding embedding gets no gradient
+    if config.pad_id is not None:
+        model.token.padding_idx = config.pad_id  # as Llama's: the padding embedding gets no gradient
     return model.eval()
 
 
