@@ -17,9 +17,11 @@ from minitransformer.exercises.modern import (
     HINTS,
     check_online_softmax,
     check_rope,
+    check_rope_offset,
     check_swiglu,
     solution_online_softmax,
     solution_rope,
+    solution_rope_offset,
     solution_swiglu,
 )
 
@@ -429,11 +431,67 @@ def test_softmax_comes_back_after_the_check():
     torch.testing.assert_close(modern.online_softmax(x, 1), torch.full((1, 2), 0.5))
 
 
+# --- RoPE's offset under a cache ----------------------------------------------------------
+
+OFFSET_RIGHT = [
+    solution_rope_offset,
+    lambda cache: 0 if cache.k is None else cache.k.size(1),
+    lambda cache: torch.tensor(len(cache)),
+    lambda cache: cache.k.shape[1] if cache.filled else 0,
+]
+OFFSET_WRONG = [
+    (lambda cache: 0, "offset_zero"),
+    (lambda cache: cache.capacity, "offset_capacity"),
+    (lambda cache: len(cache) + 1, "offset_plus_one"),
+    (lambda cache: len(cache) - 1, "offset_minus_one"),
+    (lambda cache: max(len(cache) - 1, 0), "offset_minus_one"),
+    (lambda cache: cache.capacity - len(cache), "offset_room"),
+    (lambda cache: cache.k.size(0) if cache.k is not None else 0, "offset_batch"),
+    (lambda cache: cache.k.size(2) if cache.k is not None else 0, "offset_heads"),
+    (lambda cache: cache.k.size(1), "offset_empty"),  # cache.k is None before the first step
+    (lambda cache: len(cache) or 1, "offset_other"),  # right when filled, wrong on the empty cache
+    (lambda cache: 2 * len(cache), "offset_other"),
+    (lambda cache: float(len(cache)), "offset_type"),
+    (lambda cache: torch.arange(len(cache), len(cache) + 1), "offset_type_ok"),  # a 1-element tensor: accepted
+    (lambda cache: torch.arange(len(cache), len(cache) + 3), "offset_type"),
+    (lambda cache: str(len(cache)), "offset_type"),
+    (lambda cache: True, "offset_type"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer", OFFSET_RIGHT)
+def test_rope_offset_accepts_right_answers(answer, lang):
+    assert_correct(check_rope_offset(answer, lang=lang), lang)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer,key", OFFSET_WRONG)
+def test_rope_offset_rejects_mistakes(answer, key, lang):
+    if key == "offset_type_ok":
+        assert_correct(check_rope_offset(answer, lang=lang), lang)
+    else:
+        assert_hint(check_rope_offset(answer, lang=lang), lang, key, HINTS)
+
+
+def test_rope_offset_is_what_the_model_turns_new_tokens_with():
+    """The checker's answer is the model's: a cached step turned at that offset gives the full forward's logits."""
+    torch.manual_seed(0)
+    model = modern.ModernTransformer(modern.ModernConfig(vocab_size=20, n_kv_heads=2, max_len=16)).eval()
+    x = torch.randint(0, 20, (2, 9))
+    cache = model.new_cache(capacity=16)
+    with torch.no_grad():
+        model(x[:, :8], cache=cache)
+        assert solution_rope_offset(cache.layers[0].self_attn) == 8
+        step = model(x[:, 8:], cache=cache)[:, -1]
+        torch.testing.assert_close(step, model(x)[:, -1], atol=1e-5, rtol=1e-5)
+
+
 # --- the worked solutions, as a student pastes them ---------------------------------------
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax"])
+@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.rope_offset"])
 def test_shown_solutions_run_pasted_in_a_fresh_cell(name, lang):
     """The code show_solution prints, compiled on its own (no `from __future__` of this file) in a
     namespace with only what notebook 10's first cell imports, passes its checker."""
@@ -448,7 +506,7 @@ def test_shown_solutions_run_pasted_in_a_fresh_cell(name, lang):
     assert_correct(getattr(checkers, check)(namespace[solution.removeprefix("solution_")], lang=lang), lang)
 
 
-@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax"])
+@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.rope_offset"])
 def test_shown_solutions_hold_no_english_prose_in_spanish(name):
     """The code of a solution carries no docstring and only shape comments, so that the Spanish
     notebook shows no English: the explanation, in each language, says the rest."""
@@ -481,7 +539,7 @@ JUNK = [
     (torch.zeros(1),),
     torch.zeros(2, 3, dtype=torch.complex64),
 ]
-CHECKERS = [check_rope, check_swiglu, check_online_softmax]
+CHECKERS = [check_rope, check_swiglu, check_online_softmax, check_rope_offset]
 
 
 def raises(exc):

@@ -1,4 +1,4 @@
-"""Checkers for notebook 10's exercises: RoPE by pairs, SwiGLU, the online softmax.
+"""Checkers for notebook 10's exercises: RoPE by pairs, SwiGLU, the online softmax, RoPE's offset under a cache.
 
 Each checker compares the student's answer with the package's own (computed before the
 student's code runs), on cases chosen so that the usual mistakes give different numbers
@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 from .. import modern
 from ..i18n import tr
+from ..kv_cache import AttentionCache
 from ._core import (
     COMMON_HINTS,
     Feedback,
@@ -45,9 +46,11 @@ __all__ = [
     "check_rope",
     "check_swiglu",
     "check_online_softmax",
+    "check_rope_offset",
     "solution_rope",
     "solution_swiglu",
     "solution_online_softmax",
+    "solution_rope_offset",
 ]
 
 # Every hint these checkers give, (Spanish, English), by key.
@@ -223,6 +226,52 @@ HINTS = Hints(
         "online_unnormalised": (
             "cada fila debe sumar 1: al final, divide entre la suma acumulada.",
             "each row must sum to 1: at the end, divide by the running sum.",
+        ),
+        # RoPE's offset under a cache
+        "offset_type": (
+            "devuelve un número entero (un `int`), la posición del primer token nuevo, no {got}.",
+            "return an integer (an `int`), the position of the first new token, not {got}.",
+        ),
+        "offset_zero": (
+            "devuelves 0: así cada llamada gira sus tokens nuevos como si empezaran la secuencia, y el primero "
+            "queda en la posición 0 aunque la caché ya guarde otros antes que él.",
+            "you return 0: each call then turns its new tokens as if they started the sequence, and the first "
+            "one lands at position 0 although the cache already holds others before it.",
+        ),
+        "offset_capacity": (
+            "devuelves la capacidad de la caché (las posiciones para las que tiene sitio), no las que guarda ya.",
+            "you return the cache's capacity (the positions it has room for), not the ones it already holds.",
+        ),
+        "offset_plus_one": (
+            "te pasas en uno: con S posiciones guardadas (0 … S − 1), el primer token nuevo va en la posición S.",
+            "you are one too high: with S positions stored (0 … S − 1), the first new token goes at position S.",
+        ),
+        "offset_minus_one": (
+            "te quedas corto en uno: S − 1 es la posición del último token guardado; el nuevo va en la siguiente, S.",
+            "you are one too low: S − 1 is the position of the last stored token; the new one goes at the next, S.",
+        ),
+        "offset_room": (
+            "devuelves el sitio libre que le queda a la caché (capacidad − S), no las posiciones que ya guarda.",
+            "you return the room the cache has left (capacity − S), not the positions it already holds.",
+        ),
+        "offset_batch": (
+            "devuelves el tamaño del lote B (el eje 0 de `cache.k`); las posiciones guardadas son el eje 1.",
+            "you return the batch size B (axis 0 of `cache.k`); the stored positions are axis 1.",
+        ),
+        "offset_heads": (
+            "devuelves el número de cabezas de clave y valor (el eje 2 de `cache.k`); las posiciones guardadas son "
+            "el eje 1.",
+            "you return the number of key/value heads (axis 2 of `cache.k`); the stored positions are axis 1.",
+        ),
+        "offset_empty": (
+            "aciertas con una caché llena, pero falla con la vacía: antes del primer paso `cache.k` es `None`. "
+            "`len(cache)` vale 0 entonces.",
+            "you are right with a filled cache, but it fails with the empty one: before the first step `cache.k` "
+            "is `None`. `len(cache)` is 0 then.",
+        ),
+        "offset_other": (
+            "con estas cachés las respuestas correctas eran {expected} y las tuyas {got}.",
+            "with these caches the right answers were {expected} and yours {got}.",
         ),
         "online_other": (
             "el resultado no coincide con la softmax de cada fila.",
@@ -642,3 +691,86 @@ def _words(lang: str, numbers: list[int]) -> str:
     """1, 2 and 3 / 1, 2 y 3."""
     text = [str(n) for n in numbers]
     return text[0] if len(text) == 1 else ", ".join(text[:-1]) + tr(lang, " y ", " and ") + text[-1]
+
+
+# --- exercise 4: RoPE's offset under a cache -------------------------------------------
+
+
+@explain(
+    "La caché guarda las claves de las posiciones 0 … S − 1, ya giradas cada una en la suya; len(cache) es S (el eje "
+    "1 de cache.k, y 0 cuando la caché aún está vacía y cache.k es None). El primer token nuevo es el siguiente de "
+    "la secuencia: su posición es S, y los siguientes de la misma llamada van en S + 1, S + 2… La capacidad de una "
+    "caché preasignada solo dice cuánto sitio le queda, no dónde va la secuencia.",
+    "The cache holds the keys of positions 0 … S − 1, each already turned at its own; len(cache) is S (axis 1 of "
+    "cache.k, and 0 while the cache is still empty and cache.k is None). The first new token is the sequence's "
+    "next: its position is S, and the next ones of the same call go at S + 1, S + 2… The capacity of a "
+    "preallocated cache only says how much room it has, not where the sequence is.",
+)
+def solution_rope_offset(cache):
+    return len(cache)
+
+
+def _filled_cache(stored: int, capacity: int, batch: int = 3, kv_heads: int = 2, d_head: int = 4) -> AttentionCache:
+    cache = AttentionCache(capacity=capacity)
+    if stored:
+        keys = randn(batch, stored, kv_heads, d_head, seed=40 + stored)
+        cache.update(keys, keys * 2)
+    return cache
+
+
+def _offset_answer(lang: str, got: Any) -> int:
+    """The answer as an int; anything else stops the check with its hint."""
+    if isinstance(got, Tensor) and got.numel() == 1 and not got.is_floating_point() and not got.is_complex():
+        if got.dtype != torch.bool:
+            return int(got)
+    if isinstance(got, int) and not isinstance(got, bool):
+        return got
+    shown = dtype_name(got) if isinstance(got, Tensor) else type(got).__name__
+    if isinstance(got, Tensor) and got.numel() != 1:
+        shown = tr(lang, f"un tensor de forma {tuple(got.shape)}", f"a tensor of shape {tuple(got.shape)}")
+    elif isinstance(got, float) or (isinstance(got, Tensor) and got.is_floating_point()):
+        shown = tr(lang, f"un número con decimales ({shown})", f"a number with decimals ({shown})")
+    raise stop(HINTS(lang, "offset_type", got=shown))
+
+
+@checker
+def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str = "es") -> Feedback:
+    """Check ``rope_offset(cache)``: the position RoPE turns the first new token to, for one layer's
+    preallocated :class:`~minitransformer.kv_cache.AttentionCache` (no padding).
+
+    Caches of several lengths S and capacities C (B = 3, Hkv = 2, chosen so that every mistake gives
+    other numbers) are tried first, the empty one last.
+    """
+    batch, kv_heads = 3, 2
+    filled = [(5, 9), (7, 16), (12, 13)]  # (S, C)
+    got, expected = [], []
+    for stored, capacity in filled:
+        got.append(_offset_answer(lang, attempt(lang, rope_offset, _filled_cache(stored, capacity))))
+        expected.append(stored)
+    if got == expected:
+        try:
+            empty = _offset_answer(lang, attempt(lang, rope_offset, _filled_cache(0, 6)))
+        except Unfinished:
+            return HINTS(lang, "offset_empty")
+        if empty == 0:
+            return correct(
+                lang,
+                "Es el desplazamiento con el que `ModernTransformer` gira los tokens nuevos: las posiciones ya "
+                "guardadas.",
+                "It is the offset `ModernTransformer` turns the new tokens with: the positions already stored.",
+            )
+        got, expected = got + [empty], expected + [0]
+        filled = filled + [(0, 6)]
+    wrongs = [
+        ([0 for _ in filled], "offset_zero"),
+        ([c for _, c in filled], "offset_capacity"),
+        ([s + 1 for s, _ in filled], "offset_plus_one"),
+        ([s - 1 for s, _ in filled], "offset_minus_one"),
+        ([c - s for s, c in filled], "offset_room"),
+        ([batch for _ in filled], "offset_batch"),
+        ([kv_heads for _ in filled], "offset_heads"),
+    ]
+    for wrong, key in wrongs:
+        if got == wrong:
+            return HINTS(lang, key)
+    return HINTS(lang, "offset_other", expected=_words(lang, expected), got=_words(lang, got))

@@ -75,6 +75,7 @@ register("09.cached_attention", "generation", "check_cached_attention", "solutio
 register("10.rope", "modern", "check_rope", "solution_rope")
 register("10.swiglu", "modern", "check_swiglu", "solution_swiglu")
 register("10.online_softmax", "modern", "check_online_softmax", "solution_online_softmax")
+register("10.rope_offset", "modern", "check_rope_offset", "solution_rope_offset")
 
 
 def explain(es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
