@@ -225,3 +225,19 @@ def test_from_llama_carries_the_padding_as_hugging_faces_attention_mask():
         theirs = hf(tokens, attention_mask=real.long(), position_ids=(real.long().cumsum(1) - 1).clamp(min=0)).logits
         mine = ours(tokens)
     torch.testing.assert_close(mine[real], theirs[real], atol=1e-5, rtol=1e-5)
+
+
+def test_config_cache_bytes_is_what_the_cache_holds_and_llamas_arithmetic():
+    for kv_heads in (6, 2, 1):
+        model = modern(n_kv_heads=kv_heads)
+        cache = model.new_cache()
+        with torch.no_grad():
+            model(torch.randint(1, 30, (2, 17)), cache=cache)
+        assert cache.nbytes() == model.config.cache_bytes(17, batch=2) == 2 * 3 * 2 * 17 * kv_heads * 8 * 4
+    llama2_7b = ModernConfig(vocab_size=32000, d_model=4096, n_heads=32, n_layers=32, d_ff=11008, max_len=4096)
+    llama2_70b = ModernConfig(
+        vocab_size=32000, d_model=8192, n_heads=64, n_kv_heads=8, n_layers=80, d_ff=28672, max_len=4096
+    )
+    assert llama2_7b.cache_bytes(4096, bytes_per_number=2) == 2 * 2**30  # 2 GiB in fp16
+    assert llama2_70b.cache_bytes(4096, bytes_per_number=2) == 1.25 * 2**30
+    assert llama2_70b.cache_bytes(128 * 1024, bytes_per_number=2) == 40 * 2**30

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from .attention import causal_mask, check_heads, combine_masks, fast_attention, masked_softmax
 from .i18n import error, say
-from .kv_cache import AttentionCache, KVCache
+from .kv_cache import AttentionCache, KVCache, cache_bytes
 from .layers import FeedForward
 from .model import check_tokens
 from .positional import sinusoidal_encoding
@@ -439,6 +439,11 @@ class ModernConfig:
     @property
     def kv_heads(self) -> int:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    def cache_bytes(self, length: int, batch: int = 1, bytes_per_number: int = 4) -> int:
+        """Bytes of the key-value cache of ``batch`` rows of ``length`` positions: K and V of Hkv
+        heads of Dh numbers per layer, 2 · n_layers · B · S · Hkv · Dh · bytes."""
+        return cache_bytes(self.n_layers, batch, length, self.kv_heads * self.d_head, bytes_per_number)
 
 
 def _norm(config: ModernConfig) -> nn.Module:
