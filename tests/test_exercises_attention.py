@@ -112,6 +112,10 @@ def test_unfinished_and_crashing_code(lang):
     assert not fb.ok and ("no list" if lang == "es" else "not list") in fb.message
 
 
+CAPTURED_SOFTMAX = torch.Tensor.softmax  # kept by a student's earlier cell
+from torch import softmax as imported_softmax  # noqa: E402
+
+
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize(
     "tool",
@@ -123,6 +127,10 @@ def test_unfinished_and_crashing_code(lang):
         lambda x: torch.special.softmax(x, -1),
         lambda x: torch.log_softmax(x, -1).exp(),
         lambda x: torch.nn.functional.log_softmax(x, dim=-1).exp(),
+        lambda x: CAPTURED_SOFTMAX(x, -1),
+        lambda x: imported_softmax(x, -1),
+        lambda x: torch._log_softmax(x, -1, False).exp(),
+        lambda x: torch.ops.aten._softmax(x, -1, False),
     ],
     ids=[
         "torch.softmax",
@@ -132,6 +140,10 @@ def test_unfinished_and_crashing_code(lang):
         "special.softmax",
         "log_softmax",
         "F.log_softmax",
+        "captured Tensor.softmax",
+        "from torch import softmax",
+        "torch._log_softmax",
+        "aten._softmax",
     ],
 )
 def test_softmax_forbids_pytorchs_softmax(tool, lang):

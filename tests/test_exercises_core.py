@@ -157,6 +157,69 @@ def test_forbid_switches_tools_off_only_inside_the_block():
     assert "softmax" not in vars(torch.Tensor)  # the inherited method is back as it was, not copied
 
 
+CAPTURED_SOFTMAX = torch.Tensor.softmax  # as a student's earlier cell could keep it
+from torch import softmax as imported_softmax  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "call,shown",
+    [
+        (lambda x: imported_softmax(x, -1), "torch.softmax"),
+        (lambda x: CAPTURED_SOFTMAX(x, -1), "Tensor.softmax"),
+        (lambda x: torch._softmax(x, -1, False), "torch._softmax"),
+        (lambda x: torch.special.softmax(x, -1), "torch.special.softmax"),
+        (lambda x: torch.ops.aten._softmax(x, -1, False), "torch.ops.aten._softmax"),
+        (lambda x: torch._log_softmax(x, -1, False), "torch._log_softmax"),
+        (lambda x: torch.nn.functional.log_softmax(x, -1), "F.log_softmax"),
+        (lambda x: torch.special.logsumexp(x, -1), "torch.special.logsumexp"),
+        (lambda x: x.logsumexp(-1), "Tensor.logsumexp"),
+    ],
+)
+def test_forbid_refuses_the_call_under_any_name(call, shown):
+    """The call is refused, not the name: an alias, a captured method, a private or torch.special
+    spelling of the same operation; the refusal names what was called."""
+    from minitransformer.exercises._core import ForbiddenTool
+
+    x = torch.randn(2, 3)
+    with forbid(["torch.softmax", "torch.nn.functional.log_softmax", "torch.logsumexp"], "es", "en"):
+        with pytest.raises(ForbiddenTool) as refused:
+            call(x)
+    assert refused.value.name == shown
+    call(x)  # allowed again after the block
+
+
+def test_forbid_cannot_be_hidden_by_except_exception():
+    from minitransformer.exercises._core import ForbiddenTool
+
+    def hides(x):
+        try:
+            return torch.softmax(x, -1)
+        except Exception:  # noqa: BLE001
+            return x
+
+    with forbid(["torch.softmax"], "es", "en"), pytest.raises(ForbiddenTool):
+        hides(torch.ones(3))
+
+
+def test_forbid_switches_python_functions_off_wherever_they_are_referenced():
+    from minitransformer.exercises._core import ForbiddenTool
+    from minitransformer.modern import apply_rope as imported
+
+    x, cos = torch.randn(3, 4), torch.ones(3, 2)
+    with forbid([("minitransformer.modern.apply_rope", "apply_rope")], "es", "en"):
+        with pytest.raises(ForbiddenTool, match="apply_rope"):
+            imported(x, cos, cos * 0)
+    torch.testing.assert_close(imported(x, cos, cos * 0), x)
+
+
+def test_forbid_leaves_other_operations_alone():
+    with forbid(["torch.softmax", "torch.logsumexp"], "es", "en"):
+        x = torch.randn(2, 5)
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        out = e / e.sum(-1, keepdim=True)
+    torch.testing.assert_close(out, torch.softmax(x, -1))
+
+
 def test_loops_in_finds_loops_and_comprehensions():
     def vectorised(n):
         return torch.arange(n) * 2

@@ -17,9 +17,11 @@ from minitransformer.exercises.modern import (
     HINTS,
     check_online_softmax,
     check_rope,
+    check_rope_offset,
     check_swiglu,
     solution_online_softmax,
     solution_rope,
+    solution_rope_offset,
     solution_swiglu,
 )
 
@@ -64,6 +66,15 @@ def rope_general(x, base, exponent=2.0, sign=1.0, start=0, halves=False, fixed_b
     return out
 
 
+def rope_in_place(x, base):
+    """Turns the even elements in x itself, then uses them for the odd ones."""
+    T, Dh = x.shape
+    angle = torch.arange(T)[:, None] * base ** (-torch.arange(0, Dh, 2) / Dh)
+    x[:, 0::2] = x[:, 0::2] * torch.cos(angle) - x[:, 1::2] * torch.sin(angle)
+    x[:, 1::2] = x[:, 0::2] * torch.sin(angle) + x[:, 1::2] * torch.cos(angle)
+    return x
+
+
 def rope_package(x, base):
     cos, sin = modern.rope_cos_sin(torch.arange(x.size(0)), x.size(1), base)
     return modern.apply_rope(x, cos, sin, interleaved=True)
@@ -82,6 +93,7 @@ ROPE_WRONG = [
     (lambda x, b: rope_general(x, b, fixed_base=10000.0), "rope_base"),
     (lambda x, b: x, "rope_identity"),
     (lambda x, b: rope_general(x, b, only_even=True), "rope_half_pair"),
+    (rope_in_place, "rope_inplace"),
     (lambda x, b: rope_general(x, b) * 1.01, "rope_other"),
     (lambda x, b: rope_general(x.T, b).T if x.size(0) == x.size(1) else rope_general(x, b)[:-1], "shape"),
     (lambda x, b: torch.view_as_complex(x.reshape(x.size(0), -1, 2).contiguous()), "complex"),
@@ -122,6 +134,28 @@ def swiglu_with(act, x, Wg, Wu, Wd):
     return (act(x @ Wg) * (x @ Wu)) @ Wd
 
 
+def swiglu_einsum_3d(x, Wg, Wu, Wd):
+    g = torch.einsum("btd,df->btf", x, Wg)
+    return torch.einsum("btf,fd->btd", g * torch.sigmoid(g) * torch.einsum("btd,df->btf", x, Wu), Wd)
+
+
+def swiglu_bmm_3d(x, Wg, Wu, Wd):
+    B = x.size(0)
+    g, u = torch.bmm(x, Wg.expand(B, -1, -1)), torch.bmm(x, Wu.expand(B, -1, -1))
+    return torch.bmm(g * torch.sigmoid(g) * u, Wd.expand(B, -1, -1))
+
+
+def swiglu_mm_2d(x, Wg, Wu, Wd):
+    g = x.reshape(-1, x.size(-1)).mm(Wg)
+    return (g * torch.sigmoid(g) * x.reshape(-1, x.size(-1)).mm(Wu)).mm(Wd).reshape(x.shape[0], -1)
+
+
+def swiglu_sums_heads(x, Wg, Wu, Wd):
+    """Right on 2-D and 3-D input; on 4-D it mixes the first two axes."""
+    out = solution_swiglu(x, Wg, Wu, Wd)
+    return out if x.dim() < 4 else out.flip(0)
+
+
 SWIGLU_WRONG = [
     (lambda x, g, u, d: solution_swiglu(x, u, g, d), "swiglu_swapped"),
     (lambda x, g, u, d: swiglu_with(torch.relu, x, g, u, d), "swiglu_relu"),
@@ -134,6 +168,12 @@ SWIGLU_WRONG = [
     (lambda x, g, u, d: (x @ g) * torch.sigmoid(x @ g) * (x @ u), "swiglu_no_down"),
     (lambda x, g, u, d: swiglu_with(F.silu, x, g, u, d), "forbidden"),
     (lambda x, g, u, d: swiglu_with(nn.SiLU(), x, g, u, d), "forbidden"),
+    (lambda x, g, u, d: swiglu_with(torch.nn.functional.silu, x, g, u, d), "forbidden"),
+    (lambda x, g, u, d: swiglu_with(torch._C._nn.silu, x, g, u, d), "forbidden"),
+    (swiglu_einsum_3d, "swiglu_batched_only"),
+    (swiglu_bmm_3d, "swiglu_batched_only"),
+    (swiglu_mm_2d, "swiglu_batched_only"),
+    (swiglu_sums_heads, "swiglu_batched_only"),
     (lambda x, g, u, d: (x @ g @ d).sum(), "shape"),
     (lambda x, g, u, d: (x @ g) @ d.T, "shape"),  # raises: a shape error, answered, not a crash
 ]
@@ -188,6 +228,8 @@ def online_variant(kind):
             m_new = torch.maximum(m, block.max(dim=-1, keepdim=True).values)
             if kind == "no_rescale":
                 l = l + torch.exp(block - m_new).sum(-1, keepdim=True)
+            elif kind == "unnormalised":
+                l = torch.ones_like(l)
             elif kind == "inverted":
                 l = l * torch.exp(m_new - m) + torch.exp(block - m_new).sum(-1, keepdim=True)
             else:
@@ -214,9 +256,104 @@ def online_no_max(scores, block_size):
     return torch.exp(scores) / l
 
 
+def online_whole_row(scores, block_size):
+    """No softmax function, but one pass over the whole row: not online."""
+    e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def online_global_max(scores, block_size):
+    """Blocks for the sum, but the maximum of the whole row at once."""
+    m = scores.amax(dim=-1, keepdim=True)
+    total = sum(torch.exp(b - m).sum(-1, keepdim=True) for b in scores.split(block_size, dim=-1))
+    return torch.exp(scores - m) / total
+
+
+def online_fixed_blocks(width):
+    """Right, but in blocks of ``width`` columns whatever block_size says."""
+
+    def answer(scores, block_size):
+        return solution_online_softmax(scores, width)
+
+    return answer
+
+
+def online_halves(scores, block_size):
+    """Right, but the row cut in two chunks."""
+    m = torch.full((scores.size(0), 1), float("-inf"))
+    l = torch.zeros_like(m)
+    for block in scores.chunk(2, dim=-1):
+        m_new = torch.maximum(m, block.amax(-1, keepdim=True))
+        l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(-1, keepdim=True)
+        m = m_new
+    return torch.exp(scores - m) / l
+
+
+def online_column_by_column(scores, block_size):
+    """Right, one column at a time with element-wise operations only (no reduction)."""
+    m = torch.full((scores.size(0), 1), float("-inf"))
+    l = torch.zeros_like(m)
+    for j in range(scores.size(-1)):
+        column = scores[:, j : j + 1]
+        m_new = torch.maximum(m, column)
+        l = l * torch.exp(m - m_new) + torch.exp(column - m_new)
+        m = m_new
+    return torch.exp(scores - m) / l
+
+
+def online_zero_start(scores, block_size):
+    m = torch.zeros(scores.size(0), 1)
+    l = torch.zeros_like(m)
+    for start in range(0, scores.size(-1), block_size):
+        block = scores[:, start : start + block_size]
+        m_new = torch.maximum(m, block.amax(-1, keepdim=True))
+        l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(-1, keepdim=True)
+        m = m_new
+    return torch.exp(scores - m) / l
+
+
+def online_inverted_guarded(scores, block_size):
+    """The correction upside down, its NaN at the first block hidden by nan_to_num."""
+    m = torch.full((scores.size(0), 1), float("-inf"))
+    l = torch.zeros_like(m)
+    for start in range(0, scores.size(-1), block_size):
+        block = scores[:, start : start + block_size]
+        m_new = torch.maximum(m, block.amax(-1, keepdim=True))
+        l = l * torch.exp(m_new - m).nan_to_num(0.0, 0.0, 0.0) + torch.exp(block - m_new).sum(-1, keepdim=True)
+        m = m_new
+    return torch.exp(scores - m) / l
+
+
+CAPTURED_SOFTMAX = torch.Tensor.softmax  # taken before the checker runs, as a student's cell could
+from torch import softmax as imported_softmax  # noqa: E402
+
+
+def online_hiding_the_softmax(scores, block_size):
+    try:
+        return torch.softmax(scores, dim=-1)
+    except Exception:  # noqa: BLE001 — a student hiding the refusal
+        return solution_online_softmax(scores, block_size) * 0 + torch.softmax(scores, dim=-1)
+
+
 ONLINE_WRONG = [
     (online_variant("no_rescale"), "online_no_rescale"),
-    (online_variant("inverted"), "online_inverted"),
+    (online_variant("inverted"), "online_not_finite"),
+    (online_inverted_guarded, "online_inverted"),
+    (online_whole_row, "online_whole_row"),
+    (online_global_max, "online_whole_row"),
+    (online_fixed_blocks(4), "online_ignores_block"),
+    (online_fixed_blocks(1), "online_ignores_block"),
+    (online_halves, "online_ignores_block"),
+    (online_column_by_column, "online_ignores_block"),
+    (online_zero_start, "online_zero_start"),
+    (lambda s, b: imported_softmax(s, -1), "forbidden"),
+    (lambda s, b: CAPTURED_SOFTMAX(s, -1), "forbidden"),
+    (lambda s, b: torch.special.logsumexp(s, -1, keepdim=True).sub(s).neg().exp(), "forbidden"),
+    (lambda s, b: torch._log_softmax(s, -1, False).exp(), "forbidden"),
+    (lambda s, b: torch.nn.functional.log_softmax(s, -1).exp(), "forbidden"),
+    (lambda s, b: torch.ops.aten._softmax(s, -1, False), "forbidden"),
+    (lambda s, b: torch.nn.Softmax(dim=-1)(s), "forbidden"),
+    (online_hiding_the_softmax, "forbidden"),
     (online_variant("missing"), "online_missing_block"),
     (online_per_block, "online_per_block"),
     (online_no_max, "online_overflow"),
@@ -233,18 +370,49 @@ ONLINE_WRONG = [
             (s - s.min(-1, keepdim=True).values).exp()
             / (s - s.min(-1, keepdim=True).values).exp().sum(-1, keepdim=True)
         ),
-        "online_overflow",
+        "online_whole_row",
     ),
     (lambda s, b: s.argmax(-1), "dtype"),
     (lambda s, b: F.one_hot(s.argmax(-1), s.size(-1)), "dtype"),
-    (lambda s, b: torch.exp(s - s.amax(-1, keepdim=True)), "online_unnormalised"),
+    (lambda s, b: torch.exp(s - s.amax(-1, keepdim=True)), "online_whole_row"),
+    (online_variant("unnormalised"), "online_unnormalised"),
     (lambda s, b: solution_online_softmax(s, b).flip(-1), "online_other"),
     (lambda s, b: solution_online_softmax(s, b)[:, :-1], "shape"),
 ]
 
 
+def online_split(scores, block_size):
+    """Right: torch.split, max(...).values, the running maximum started from a slice."""
+    m = scores[:, :1] * 0 - float("inf")
+    total = torch.zeros_like(m)
+    for block in torch.split(scores, block_size, dim=1):
+        new = torch.maximum(m, block.max(-1, keepdim=True).values)
+        total = total * (m - new).exp() + (block - new).exp().sum(-1, keepdim=True)
+        m = new
+    return (scores - m).exp() / total
+
+
+def online_loops_inside_blocks(scores, block_size):
+    """Right: each block's maximum and sum by a loop over its columns."""
+    R, S = scores.shape
+    m = torch.full((R, 1), float("-inf"))
+    l = torch.zeros(R, 1)
+    for start in range(0, S, block_size):
+        block = scores[:, start : start + block_size]
+        block_max = m.clone()
+        for j in range(block.size(1)):
+            block_max = torch.maximum(block_max, block[:, j : j + 1])
+        l = l * torch.exp(m - block_max)
+        for j in range(block.size(1)):
+            l = l + torch.exp(block[:, j : j + 1] - block_max)
+        m = block_max
+    return torch.exp(scores - m) / l
+
+
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer", [solution_online_softmax, online_two_passes])
+@pytest.mark.parametrize(
+    "answer", [solution_online_softmax, online_two_passes, online_split, online_loops_inside_blocks]
+)
 def test_online_softmax_accepts_right_answers(answer, lang):
     assert_correct(check_online_softmax(answer, lang=lang), lang)
 
@@ -261,6 +429,97 @@ def test_softmax_comes_back_after_the_check():
     for fn in (torch.softmax, F.softmax, torch.Tensor.softmax):
         torch.testing.assert_close(fn(x, -1), torch.full((1, 2), 0.5))
     torch.testing.assert_close(modern.online_softmax(x, 1), torch.full((1, 2), 0.5))
+
+
+# --- RoPE's offset under a cache ----------------------------------------------------------
+
+OFFSET_RIGHT = [
+    solution_rope_offset,
+    lambda cache: 0 if cache.k is None else cache.k.size(1),
+    lambda cache: torch.tensor(len(cache)),
+    lambda cache: cache.k.shape[1] if cache.filled else 0,
+]
+OFFSET_WRONG = [
+    (lambda cache: 0, "offset_zero"),
+    (lambda cache: cache.capacity, "offset_capacity"),
+    (lambda cache: len(cache) + 1, "offset_plus_one"),
+    (lambda cache: len(cache) - 1, "offset_minus_one"),
+    (lambda cache: max(len(cache) - 1, 0), "offset_minus_one"),
+    (lambda cache: cache.capacity - len(cache), "offset_room"),
+    (lambda cache: cache.k.size(0) if cache.k is not None else 0, "offset_batch"),
+    (lambda cache: cache.k.size(2) if cache.k is not None else 0, "offset_heads"),
+    (lambda cache: cache.k.size(1), "offset_empty"),  # cache.k is None before the first step
+    (lambda cache: len(cache) or 1, "offset_other"),  # right when filled, wrong on the empty cache
+    (lambda cache: 2 * len(cache), "offset_other"),
+    (lambda cache: float(len(cache)), "offset_type"),
+    (lambda cache: torch.arange(len(cache), len(cache) + 1), "offset_type_ok"),  # a 1-element tensor: accepted
+    (lambda cache: torch.arange(len(cache), len(cache) + 3), "offset_type"),
+    (lambda cache: str(len(cache)), "offset_type"),
+    (lambda cache: True, "offset_type"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer", OFFSET_RIGHT)
+def test_rope_offset_accepts_right_answers(answer, lang):
+    assert_correct(check_rope_offset(answer, lang=lang), lang)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer,key", OFFSET_WRONG)
+def test_rope_offset_rejects_mistakes(answer, key, lang):
+    if key == "offset_type_ok":
+        assert_correct(check_rope_offset(answer, lang=lang), lang)
+    else:
+        assert_hint(check_rope_offset(answer, lang=lang), lang, key, HINTS)
+
+
+def test_rope_offset_is_what_the_model_turns_new_tokens_with():
+    """The checker's answer is the model's: a cached step turned at that offset gives the full forward's logits."""
+    torch.manual_seed(0)
+    model = modern.ModernTransformer(modern.ModernConfig(vocab_size=20, n_kv_heads=2, max_len=16)).eval()
+    x = torch.randint(0, 20, (2, 9))
+    cache = model.new_cache(capacity=16)
+    with torch.no_grad():
+        model(x[:, :8], cache=cache)
+        assert solution_rope_offset(cache.layers[0].self_attn) == 8
+        step = model(x[:, 8:], cache=cache)[:, -1]
+        torch.testing.assert_close(step, model(x)[:, -1], atol=1e-5, rtol=1e-5)
+
+
+# --- the worked solutions, as a student pastes them ---------------------------------------
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.rope_offset"])
+def test_shown_solutions_run_pasted_in_a_fresh_cell(name, lang):
+    """The code show_solution prints, compiled on its own (no `from __future__` of this file) in a
+    namespace with only what notebook 10's first cell imports, passes its checker."""
+    import minitransformer.exercises.modern as checkers
+    from minitransformer.exercises import show_solution
+    from minitransformer.exercises.registry import EXERCISES
+
+    shown = show_solution(name, lang=lang)
+    namespace = {"torch": torch, "math": math, "F": F, "nn": nn}
+    exec(compile(shown.code, "<cell>", "exec", dont_inherit=True), namespace)
+    _, check, solution = EXERCISES[name]
+    assert_correct(getattr(checkers, check)(namespace[solution.removeprefix("solution_")], lang=lang), lang)
+
+
+@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.rope_offset"])
+def test_shown_solutions_hold_no_english_prose_in_spanish(name):
+    """The code of a solution carries no docstring and only shape comments, so that the Spanish
+    notebook shows no English: the explanation, in each language, says the rest."""
+    import ast
+    import re
+
+    from minitransformer.exercises import show_solution
+
+    code = show_solution(name, lang="es").code
+    function = ast.parse(code).body[0]
+    assert ast.get_docstring(function) is None
+    for comment in re.findall(r"#(.*)", code):
+        assert not re.search(r"[A-Za-z]{3,}", comment.replace("block_size", "")), comment
 
 
 # --- never crash ------------------------------------------------------------------------
@@ -280,7 +539,7 @@ JUNK = [
     (torch.zeros(1),),
     torch.zeros(2, 3, dtype=torch.complex64),
 ]
-CHECKERS = [check_rope, check_swiglu, check_online_softmax]
+CHECKERS = [check_rope, check_swiglu, check_online_softmax, check_rope_offset]
 
 
 def raises(exc):

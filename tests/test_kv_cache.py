@@ -162,3 +162,60 @@ def test_cache_mask_and_positions():
     positions, mask = cache.extend(torch.tensor([[True], [True]]))
     assert positions.tolist() == [[2], [3]] and mask.shape == (2, 1, 1, 4)
     assert mask[0, 0, 0].tolist() == [False, True, True, True]
+
+
+@pytest.mark.parametrize("lengths", [(1, 1, 1), (4, 1, 1, 1), (3, 2, 5)])
+def test_preallocated_cache_gives_the_growing_caches_logits_and_writes_in_place(lengths):
+    model = gpt()
+    x = torch.randint(1, 30, (3, sum(lengths)))
+    x[1, :2] = 0  # left padding
+    with torch.no_grad():
+        runs = []
+        for capacity in (None, sum(lengths) + 4):
+            cache, start, pieces = model.new_cache(capacity), 0, []
+            for n in lengths:
+                pieces.append(model(x[:, start : start + n], cache=cache))
+                start += n
+            runs.append((torch.cat(pieces, dim=1), cache))
+    (grown, growing), (written, fixed) = runs
+    torch.testing.assert_close(written, grown, atol=1e-6, rtol=1e-6)
+    assert len(fixed) == len(growing) == sum(lengths)
+    layer = fixed.layers[0].self_attn
+    assert layer.k.shape == growing.layers[0].self_attn.k.shape == (3, sum(lengths), 4, 8)
+    assert layer.k.data_ptr() == layer._k.data_ptr()  # a view of the tensor allocated once
+    assert torch.equal(fixed.key_mask, growing.key_mask) and torch.equal(fixed.count, growing.count)
+    assert fixed.nbytes() == cache_bytes(3, 3, sum(lengths) + 4, 32)  # what it holds: the whole capacity
+    assert growing.nbytes() == cache_bytes(3, 3, sum(lengths), 32)
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_preallocated_cache_refuses_what_does_not_fit(lang, language):
+    language(lang)
+    model = gpt()
+    cache = model.new_cache(capacity=5)
+    with torch.no_grad():
+        model(torch.randint(1, 30, (2, 4)), cache=cache)
+        with pytest.raises(ValueError, match="5") as info:
+            model(torch.randint(1, 30, (2, 2)), cache=cache)
+    assert ("no caben" if lang == "es" else "do not fit") in str(info.value)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="capacity"):
+            KVCache(2, capacity=bad)
+    with pytest.raises(ValueError, match="capacity"):
+        AttentionCache(static=True, capacity=4)
+    small = AttentionCache(capacity=3)
+    small.update(torch.randn(2, 3, 4, 8), torch.randn(2, 3, 4, 8))
+    with pytest.raises(ValueError, match="3"):
+        small.update(torch.randn(2, 1, 4, 8), torch.randn(2, 1, 4, 8))
+
+
+@pytest.mark.parametrize("preallocate", [False, True])
+def test_gpt_generation_preallocated_equals_growing_and_uncached(preallocate):
+    model = gpt(seed=3)
+    prompt = torch.randint(1, 30, (3, 5))
+    prompt[0, :2] = 0
+    runs = [
+        generate(model, prompt, 20, temperature=0.9, top_k=8, generator=torch.Generator().manual_seed(4), **kw)
+        for kw in (dict(use_cache=False), dict(preallocate=preallocate))
+    ]
+    assert torch.equal(runs[0], runs[1])

@@ -4,6 +4,7 @@ equality, the online softmax, and the attention fast path."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -223,21 +224,268 @@ def test_llama_equality_needs_rope():
         assert (ours(tokens) - theirs).abs().max() > 1e-2
 
 
-def test_from_llama_refuses_other_architectures():
+def hf_llama(**fields):
+    """A tiny LlamaForCausalLM with spread-out random weights (biases too, when it has them)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    hf = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=20,
-            hidden_size=16,
-            intermediate_size=8,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            attention_bias=True,
-        )
+    base = dict(
+        vocab_size=41,
+        hidden_size=32,
+        intermediate_size=40,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=48,
+        attn_implementation="eager",
     )
-    with pytest.raises(ValueError, match="bias"):
+    torch.manual_seed(5)
+    hf = LlamaForCausalLM(LlamaConfig(**{**base, **fields})).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.copy_(1 + 0.2 * torch.randn_like(p) if "norm" in name else 0.2 * torch.randn_like(p))
+    return hf
+
+
+def assert_same_logits(hf, ours, tokens, **kwargs):
+    with torch.no_grad():
+        theirs = hf(tokens, **kwargs).logits
+        mine = ours(tokens)
+    assert theirs.abs().max() > 1.0
+    torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"attention_bias": True, "mlp_bias": True},  # biases everywhere: ModernConfig(bias=True)
+        {"head_dim": 16},  # 4 heads of 16 on a width of 32
+        {"head_dim": 6, "hidden_size": 30, "num_attention_heads": 5, "num_key_value_heads": 5},  # 30 / 5 = 6
+        {"head_dim": 8, "hidden_size": 30, "num_attention_heads": 6, "num_key_value_heads": 3},  # 30 not divisible
+        {"tie_word_embeddings": True},
+        {"pad_token_id": 0},
+        {"rope_theta": 500000.0, "rms_norm_eps": 1e-5},
+    ],
+)
+def test_from_llama_carries_every_field_it_accepts_exactly(fields):
+    hf = hf_llama(**fields)
+    ours = from_llama(hf)
+    assert not ours.training  # eval mode, as from_gpt2 and Hugging Face's from_pretrained
+    assert ours.config.rope_layout == "halves"
+    assert ours.num_parameters() == sum(p.numel() for p in hf.parameters())
+    assert_same_logits(hf, ours, torch.randint(0, 41, (2, 11), generator=torch.Generator().manual_seed(1)))
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize(
+    "fields,named",
+    [
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_type"),
+        ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "rope_type"),
+        (
+            {
+                "rope_scaling": {
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 16,
+                }
+            },
+            "rope_type",
+        ),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"mlp_bias": True}, "mlp_bias"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"attention_dropout": 0.1}, "attention_dropout"),
+    ],
+)
+def test_from_llama_refuses_what_it_cannot_represent_naming_the_field(fields, named, lang, language):
+    hf = hf_llama(**fields)
+    language(lang)
+    with pytest.raises(ValueError, match=named) as refused:
         from_llama(hf)
+    assert isinstance(refused.value, CourseError)
+    assert ("no puede representar" if lang == "es" else "cannot represent") in str(refused.value)
+
+
+def test_from_llama_refuses_other_models_and_a_model_without_its_head():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    mistral = MistralForCausalLM(
+        MistralConfig(vocab_size=20, hidden_size=16, intermediate_size=8, num_hidden_layers=1, num_attention_heads=2)
+    )
+    with pytest.raises(ValueError, match="model_type"):
+        from_llama(mistral)
+    with pytest.raises(ValueError, match="LlamaForCausalLM"):
+        from_llama(hf_llama().model)
+
+
+@pytest.mark.parametrize(
+    "B,T,H,Hkv",
+    [
+        (1, 1, 4, 2),  # one token
+        (1, 7, 4, 4),  # batch 1, odd length, no grouping
+        (3, 5, 1, 1),  # one head
+        (2, 9, 8, 1),  # many heads, multi-query
+        (2, 6, 8, 2),  # groups of 4
+        (2, 13, 8, 4),  # groups of 2
+        (4, 3, 2, 1),
+    ],
+)
+def test_llama_equality_on_edge_shapes(B, T, H, Hkv):
+    hf = hf_llama(hidden_size=32, num_attention_heads=H, num_key_value_heads=Hkv)
+    ours = from_llama(hf)
+    assert_same_logits(hf, ours, torch.randint(0, 41, (B, T), generator=torch.Generator().manual_seed(B * T)))
+
+
+def test_llama_equality_with_left_padding_and_positions():
+    """Left-padded rows: our mask (causal and padding) and positions counting only real tokens give
+    Hugging Face's logits (attention_mask and position_ids) on every real token; rows of padding
+    queries see no key at all and give finite numbers."""
+    hf = hf_llama()
+    ours = from_llama(hf)
+    tokens = torch.randint(1, 41, (3, 8), generator=torch.Generator().manual_seed(3))
+    real = torch.tensor([[1] * 8, [0] * 3 + [1] * 5, [0] * 7 + [1]], dtype=torch.bool)  # (B, T)
+    positions = (real.long().cumsum(-1) - 1).clamp(min=0)  # (B, T): 0 at the first real token
+    mask = causal_mask(8) & real[:, None, None, :]  # (B, 1, T, T)
+    with torch.no_grad():
+        theirs = hf(tokens, attention_mask=real.long(), position_ids=positions).logits
+        mine = ours(tokens, mask=mask, positions=positions)
+        slow, _ = ours(tokens, mask=mask, positions=positions, return_attention=True)
+    assert torch.isfinite(mine).all() and torch.isfinite(slow).all()
+    torch.testing.assert_close(mine[real], theirs[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(slow[real], theirs[real], atol=1e-5, rtol=1e-5)
+    # the same rows without their padding give the same logits
+    with torch.no_grad():
+        for b in range(3):
+            alone = ours(tokens[b : b + 1, real[b]])  # (1, real tokens of row b)
+            torch.testing.assert_close(alone[0], mine[b, real[b]], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["halves", "interleaved"])
+def test_both_rope_layouts_give_the_same_logits_once_the_rows_are_permuted(layout):
+    """Meta's reference layout (pairs 2i, 2i+1) and Hugging Face's (halves) are one model: the
+    permutation of W_q and W_k rows, package function, takes one to the other and back."""
+    from minitransformer.modern import with_rope_layout
+
+    hf = hf_llama(attention_bias=True, mlp_bias=True)
+    ours = from_llama(hf)
+    other = with_rope_layout(ours, "interleaved")
+    assert other.config.rope_layout == "interleaved" and other.rope.interleaved
+    tokens = torch.randint(0, 41, (2, 10), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        torch.testing.assert_close(other(tokens), ours(tokens), atol=1e-5, rtol=1e-5)
+        back = with_rope_layout(other, "halves")
+        assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), ours.state_dict().values()))
+        # the layout alone, without permuting the rows, is another model
+        unpermuted = ModernTransformer(replace(ours.config, rope_layout="interleaved")).eval()
+        unpermuted.load_state_dict(ours.state_dict())
+        assert (unpermuted(tokens) - ours(tokens)).abs().max() > 0.1
+
+
+def test_permute_rope_rows_is_the_pair_order_within_each_head():
+    from minitransformer.modern import permute_rope_rows, rope_pair_order
+
+    assert rope_pair_order(8).tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
+    w = torch.arange(2 * 8 * 3).reshape(16, 3)  # two heads of 8 rows
+    halves = permute_rope_rows(w, 8)
+    assert torch.equal(halves[:8], w[:8][rope_pair_order(8)]) and torch.equal(halves[8:], w[8:][rope_pair_order(8)])
+    assert torch.equal(permute_rope_rows(halves, 8, to="interleaved"), w)
+    x = torch.randn(3, 5, 8)
+    cos, sin = rope_cos_sin(torch.arange(5), 8)
+    order = rope_pair_order(8)
+    torch.testing.assert_close(
+        apply_rope(x[..., order], cos, sin), apply_rope(x, cos, sin, interleaved=True)[..., order]
+    )
+    with pytest.raises(ValueError):
+        permute_rope_rows(torch.zeros(12, 3), 8)
+    with pytest.raises(ValueError):
+        permute_rope_rows(w, 8, to="pairs")
+
+
+@pytest.mark.parametrize("shape", [(5, 12), (1, 1, 12), (2, 3, 12), (2, 3, 4, 12), (1, 12)])
+def test_rms_norm_matches_llama_and_torch_on_every_shape(shape):
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    ours, theirs = RMSNorm(12, eps=1e-5), LlamaRMSNorm(12, eps=1e-5)
+    with torch.no_grad():
+        ours.weight.normal_()
+        theirs.weight.copy_(ours.weight)
+    x = torch.randn(*shape) * 4 + 1
+    torch.testing.assert_close(ours(x), theirs(x))
+    torch.testing.assert_close(ours(x), F.rms_norm(x, (12,), ours.weight, 1e-5))
+    torch.testing.assert_close(ours(torch.zeros(*shape)), torch.zeros(*shape))
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (1, 1, 8), (2, 3, 8), (2, 3, 4, 8)])
+def test_swiglu_matches_llama_mlp_on_every_shape(shape):
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    theirs = LlamaMLP(LlamaConfig(hidden_size=8, intermediate_size=20, num_attention_heads=2, num_key_value_heads=2))
+    ours = SwiGLU(8, 20)
+    with torch.no_grad():
+        ours.W_gate.weight.copy_(theirs.gate_proj.weight)
+        ours.W_up.weight.copy_(theirs.up_proj.weight)
+        ours.W_down.weight.copy_(theirs.down_proj.weight)
+    x = torch.randn(*shape) * 3
+    torch.testing.assert_close(ours(x), theirs(x))
+
+
+@pytest.mark.parametrize(
+    "B,T,H,Hkv", [(1, 1, 1, 1), (1, 7, 4, 1), (3, 5, 4, 2), (2, 9, 8, 8), (2, 6, 8, 4), (1, 11, 6, 3)]
+)
+@pytest.mark.parametrize("padding", [False, True])
+def test_gqa_equals_torch_sdpa_with_repeated_keys(B, T, H, Hkv, padding):
+    """GroupedQueryAttention (both paths) against F.scaled_dot_product_attention with each key/value
+    head repeated G times; with padding, rows whose queries see no key give zeros, not NaN."""
+    torch.manual_seed(B + T + H)
+    Dh = 4
+    attn = GroupedQueryAttention(H * Dh, H, Hkv, rope=RotaryEmbedding(Dh, 16)).eval()
+    x = torch.randn(B, T, H * Dh)
+    mask = causal_mask(T)
+    if padding:
+        real = torch.ones(B, T, dtype=torch.bool)
+        real[0, : T // 2 + 1] = False  # the first row padded on the left (its first queries see nothing)
+        mask = mask & real[:, None, None, :]
+    fast, _ = attn(x, mask)
+    slow, _ = attn(x, mask, need_weights=True)
+    q = attn.rope(attn.W_q(x).view(B, T, H, Dh).transpose(1, 2))
+    k = attn.rope(attn.W_k(x).view(B, T, Hkv, Dh).transpose(1, 2)).repeat_interleave(H // Hkv, dim=1)
+    v = attn.W_v(x).view(B, T, Hkv, Dh).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, Dh); NaN where no key
+    empty = ~mask.any(-1, keepdim=True).expand(B, H, T, 1)
+    reference = attn.W_o(reference.masked_fill(empty, 0.0).transpose(1, 2).reshape(B, T, H * Dh))
+    for out in (fast, slow):
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-4)
+
+
+def test_positions_turn_each_row_at_its_own_positions():
+    rope = RotaryEmbedding(8, 32)
+    x = torch.randn(2, 3, 5, 8)  # (B, H, T, Dh)
+    positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
+    out = rope(x, positions=positions)
+    torch.testing.assert_close(out[0], rope(x[0]))
+    torch.testing.assert_close(out[1], rope(x[1], offset=7))
+    torch.testing.assert_close(rope(x[0], positions=torch.arange(3, 8)), rope(x[0], offset=3))
+    torch.testing.assert_close(rope(x[:, 0], positions=positions), out[:, 0])  # (B, T, Dh) too
+    for bad in (torch.tensor([0, 1]), torch.tensor([[0.0] * 5] * 2), torch.tensor([[40, 1, 2, 3, 4]] * 2)):
+        with pytest.raises(ValueError):
+            rope(x, positions=bad)
+
+
+def test_model_positions_default_to_0_to_T_minus_1():
+    """Positions 0 … T − 1 by default; moving them all changes an added position table but not
+    RoPE, whose scores depend only on the distance between positions."""
+    torch.manual_seed(0)
+    for positional in ("rope", "learned", "sinusoidal"):
+        model = ModernTransformer(ModernConfig(vocab_size=20, d_model=16, n_heads=2, d_ff=24, positional=positional))
+        tokens = torch.randint(0, 20, (2, 6))
+        with torch.no_grad():
+            torch.testing.assert_close(model(tokens, positions=torch.arange(6)), model(tokens))
+            moved = (model(tokens, positions=torch.arange(6) + 3) - model(tokens)).abs().max()
+        assert moved < 1e-5 if positional == "rope" else moved > 1e-4
 
 
 # --- the model --------------------------------------------------------------------------

@@ -13,7 +13,8 @@ Stable API (notebooks 09 and 10 build on it):
   ``model.new_cache()``; ``model.num_parameters()``.
 * :func:`from_gpt2` — our model with the weights of a ``transformers`` ``GPT2LMHeadModel``.
 * :func:`generate` — prompt (B, T) -> (B, T + new), greedy or sampled, with or without
-  the key-value cache, token-for-token identical either way.
+  the key-value cache (growing, or preallocated), token-for-token identical either way; it
+  drives a :class:`GPT` and a :class:`~minitransformer.modern.ModernTransformer` alike.
 * :func:`train_gpt` — next-token training on batches of padded lines (AdamW, warm-up then
   cosine decay); returns the loss per step.
 * :data:`COUNTING_RECIPE` and :func:`train_counting_gpt` — the small GPT of notebook 09,
@@ -136,9 +137,10 @@ class GPT(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
-    def new_cache(self) -> KVCache:
-        """An empty key-value cache for :meth:`forward`."""
-        return KVCache(self.config.n_layers)
+    def new_cache(self, capacity: int | None = None) -> KVCache:
+        """An empty key-value cache for :meth:`forward`; with ``capacity``, allocated once for
+        that many positions and written in place."""
+        return KVCache(self.config.n_layers, capacity=capacity)
 
     def forward(self, tokens: Tensor, cache: KVCache | None = None, return_attention: bool = False):
         """Next-token logits at every position.
@@ -317,7 +319,7 @@ def from_gpt2(hf_model) -> GPT:
 
 @torch.no_grad()
 def generate(
-    model: GPT,
+    model: nn.Module,
     prompt: Tensor,
     max_new_tokens: int,
     *,
@@ -327,11 +329,14 @@ def generate(
     generator: torch.Generator | None = None,
     eos_id: int | None = None,
     use_cache: bool = True,
+    preallocate: bool = False,
 ) -> Tensor:
     """Continue ``prompt`` one token at a time.
 
     Args:
-        model: a :class:`GPT` (or any model with the same ``forward``/``new_cache``).
+        model: a :class:`GPT`, a :class:`~minitransformer.modern.ModernTransformer`, or any
+            model with the same ``forward(tokens, cache=...)``/``new_cache(capacity)`` and a
+            ``config`` with ``max_len`` and ``pad_id``.
         prompt: (B, T) ids; rows of different lengths are padded on the left with
             ``config.pad_id``.
         max_new_tokens: tokens to add (fewer if every row has produced ``eos_id``).
@@ -341,6 +346,8 @@ def generate(
         eos_id: a row that produces it is finished; it is then filled with padding
             (``config.pad_id``, or ``eos_id`` when there is none).
         use_cache: keep keys and values between steps (the same tokens, fewer computations).
+        preallocate: with the cache, allocate it once for prompt + ``max_new_tokens``
+            positions and write each step in place instead of concatenating (the same tokens).
 
     Returns:
         (B, T + L) ids, L ≤ ``max_new_tokens``. The padding token is never generated.
@@ -356,6 +363,7 @@ def generate(
             f"max_new_tokens must be an integer ≥ 0, got {max_new_tokens!r}",
         )
     config = model.config
+    pad_id = getattr(config, "pad_id", None)
     if prompt.dim() != 2 or prompt.size(1) + max_new_tokens > config.max_len:
         raise error(
             f"el prompt ({prompt.size(-1)} tokens) más los {max_new_tokens} nuevos no caben en el "
@@ -363,16 +371,18 @@ def generate(
             f"the prompt ({prompt.size(-1)} tokens) plus {max_new_tokens} new ones do not fit in the "
             f"model's context ({config.max_len} tokens, max_len)",
         )
-    fill = config.pad_id if config.pad_id is not None else eos_id
+    fill = pad_id if pad_id is not None else eos_id
     with eval_mode(model):
         tokens = prompt
-        cache = model.new_cache() if use_cache else None
+        cache = None
+        if use_cache:
+            cache = model.new_cache(prompt.size(1) + max_new_tokens) if preallocate else model.new_cache()
         done = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
         new = prompt  # what the model has not seen yet
         for _ in range(max_new_tokens):
             logits = model(new if use_cache else tokens, cache=cache)[:, -1].float()  # (B, V)
-            if config.pad_id is not None:
-                logits[:, config.pad_id] = float("-inf")
+            if pad_id is not None:
+                logits[:, pad_id] = float("-inf")
             nxt = sample_next_token(logits, temperature, top_k, top_p, generator)  # (B,)
             if eos_id is not None:
                 nxt = nxt.masked_fill(done, fill)

@@ -17,14 +17,15 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import causal_mask, check_heads, fast_attention, masked_softmax
+from .attention import causal_mask, check_heads, combine_masks, fast_attention, masked_softmax
 from .i18n import error, say
+from .kv_cache import AttentionCache, KVCache, cache_bytes
 from .layers import FeedForward
 from .model import check_tokens
 from .positional import sinusoidal_encoding
@@ -33,6 +34,9 @@ __all__ = [
     "rope_frequencies",
     "rope_cos_sin",
     "apply_rope",
+    "ROPE_LAYOUTS",
+    "rope_pair_order",
+    "permute_rope_rows",
     "RotaryEmbedding",
     "RMSNorm",
     "SwiGLU",
@@ -41,8 +45,10 @@ __all__ = [
     "ModernBlock",
     "ModernTransformer",
     "from_llama",
+    "with_rope_layout",
     "online_softmax",
     "online_attention",
+    "power_law_fit",
     "FUSED_BACKENDS",
     "BackendRun",
     "run_backend",
@@ -79,12 +85,19 @@ def rope_cos_sin(positions: Tensor, d_head: int, base: float = 10000.0) -> tuple
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -> Tensor:
     """Rotate each pair of dimensions of ``x`` at position p by the angle p · ω_i.
 
-    Pair i is (x_i, x_{i + Dh/2}) by default (LLaMA's layout, the "concatenated" one) or
-    (x_{2i}, x_{2i+1}) with ``interleaved=True`` (the paper's layout of the sinusoidal encoding).
+    Pair i is (x_i, x_{i + Dh/2}) by default (the "halves" layout, Hugging Face's) or
+    (x_{2i}, x_{2i+1}) with ``interleaved=True`` (the RoPE paper's and Meta's reference code).
 
-    Shapes: x (..., T, Dh); cos, sin (T, Dh/2) -> (..., T, Dh).
+    Shapes: x (..., T, Dh); cos, sin (T, Dh/2), or with leading axes that broadcast against
+    x's (one position per row: (B, 1, T, Dh/2) for x (B, H, T, Dh)) -> (..., T, Dh).
     """
-    if x.size(-1) != 2 * cos.size(-1) or x.size(-2) != cos.size(-2) or cos.shape != sin.shape:
+    fits = x.size(-1) == 2 * cos.size(-1) and x.size(-2) == cos.size(-2) and cos.shape == sin.shape
+    if fits and cos.dim() > 2:
+        try:
+            fits = torch.broadcast_shapes(x.shape[:-1], cos.shape[:-1]) == x.shape[:-1]
+        except RuntimeError:
+            fits = False
+    if not fits:
         raise error(
             f"x de forma {tuple(x.shape)} no casa con cos/sin de forma {tuple(cos.shape)}: "
             "hacen falta (..., T, Dh) y (T, Dh/2)",
@@ -99,10 +112,65 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)  # (..., T, Dh)
 
 
+# The two ways of pairing a head's dimensions. They are the same rotation with the dimensions
+# in another order, so one model can use either once its W_q and W_k rows are permuted.
+ROPE_LAYOUTS = ("halves", "interleaved")
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in ROPE_LAYOUTS:
+        raise error(
+            f"la disposición de RoPE debe ser una de {ROPE_LAYOUTS}, no {layout!r}",
+            f"the RoPE layout must be one of {ROPE_LAYOUTS}, got {layout!r}",
+        )
+
+
+def rope_pair_order(d_head: int) -> Tensor:
+    """The order of a head's dimensions that takes the interleaved layout to halves.
+
+    ``x[..., order]`` puts the even dimensions first and the odd ones after, (0, 2, 4, …, 1, 3,
+    5, …): the pair (2i, 2i+1) lands on (i, i + Dh/2). Shape (Dh,).
+    """
+    if d_head <= 0 or d_head % 2 != 0:
+        raise error(
+            f"d_head debe ser par y positivo para RoPE, no {d_head}",
+            f"d_head must be even and positive for RoPE, got {d_head}",
+        )
+    return torch.cat([torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)])  # (Dh,)
+
+
+def permute_rope_rows(weight: Tensor, d_head: int, to: str = "halves") -> Tensor:
+    """The rows of a query or key projection reordered within each head for RoPE in layout ``to``.
+
+    RoPE in layout ``to`` on the permuted rows gives the same attention scores as the other
+    layout on the rows as they were (the order of a head's dimensions does not change a dot
+    product). ``to="halves"`` is the reordering Hugging Face's conversion applies to Meta's
+    LLaMA weights; ``to="interleaved"`` undoes it.
+
+    Shapes: weight (H · Dh, D) or a bias (H · Dh,) -> the same.
+    """
+    _check_layout(to)
+    order = rope_pair_order(d_head)
+    if to == "interleaved":
+        order = torch.argsort(order)
+    if weight.size(0) % d_head != 0:
+        raise error(
+            f"la proyección tiene {weight.size(0)} filas, que no son cabezas enteras de d_head = {d_head}",
+            f"the projection has {weight.size(0)} rows, which are not whole heads of d_head = {d_head}",
+        )
+    heads = weight.size(0) // d_head
+    rows = (torch.arange(heads)[:, None] * d_head + order).flatten()  # (H · Dh,)
+    return weight[rows.to(weight.device)]
+
+
 class RotaryEmbedding(nn.Module):
     """RoPE with its cos/sin tables for positions 0 … max_len − 1 kept as buffers.
 
-    Shapes: x (..., T, Dh) -> (..., T, Dh), positions offset, offset + 1, …
+    ``forward(x, offset)`` turns the T rows of x as positions offset, offset + 1, …;
+    ``forward(x, positions=p)`` as the given positions, one per row: p (T,), or (B, T) for
+    x (B, H, T, Dh) or (B, T, Dh).
+
+    Shapes: x (..., T, Dh) -> (..., T, Dh).
     """
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0, interleaved: bool = False):
@@ -112,14 +180,46 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", cos, persistent=False)  # (max_len, Dh/2)
         self.register_buffer("sin", sin, persistent=False)  # (max_len, Dh/2)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
         T = x.size(-2)
-        if offset < 0 or offset + T > self.max_len:
-            raise error(
-                f"las posiciones {offset}…{offset + T - 1} se salen de la tabla de RoPE (max_len = {self.max_len})",
-                f"positions {offset}…{offset + T - 1} are outside the RoPE table (max_len = {self.max_len})",
-            )
-        return apply_rope(x, self.cos[offset : offset + T], self.sin[offset : offset + T], self.interleaved)
+        if positions is None:
+            if offset < 0 or offset + T > self.max_len:
+                raise error(
+                    f"las posiciones {offset}…{offset + T - 1} se salen de la tabla de RoPE (max_len = {self.max_len})",
+                    f"positions {offset}…{offset + T - 1} are outside the RoPE table (max_len = {self.max_len})",
+                )
+            return apply_rope(x, self.cos[offset : offset + T], self.sin[offset : offset + T], self.interleaved)
+        check_positions(positions, x.shape[:-1], self.max_len)
+        cos, sin = self.cos[positions], self.sin[positions]  # (T, Dh/2) or (B, T, Dh/2)
+        if positions.dim() == 2 and x.dim() == 4:
+            cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # (B, 1, T, Dh/2): the same for every head
+        return apply_rope(x, cos, sin, self.interleaved)
+
+
+def check_positions(positions: Tensor, rows: torch.Size | tuple[int, ...], max_len: int) -> None:
+    """Raise a ``ValueError`` unless ``positions`` are integer positions in [0, max_len), one per
+    row: shape (T,), or (B, T) for rows (B, H, T) or (B, T)."""
+    T = rows[-1]
+    shape_ok = isinstance(positions, Tensor) and (
+        tuple(positions.shape) == (T,)
+        or (positions.dim() == 2 and len(rows) in (2, 3) and positions.shape == (rows[0], T))
+    )
+    if not shape_ok:
+        shape = tuple(positions.shape) if isinstance(positions, Tensor) else type(positions).__name__
+        raise error(
+            f"positions debe tener forma (T,) o (B, T) con T = {T}, no {shape}",
+            f"positions must have shape (T,) or (B, T) with T = {T}, got {shape}",
+        )
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise error(
+            f"positions debe contener enteros, no dtype {positions.dtype}",
+            f"positions must hold integers, got dtype {positions.dtype}",
+        )
+    if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= max_len):
+        raise error(
+            f"las posiciones deben estar en [0, {max_len}), no entre {int(positions.min())} y {int(positions.max())}",
+            f"positions must lie in [0, {max_len}), got {int(positions.min())} to {int(positions.max())}",
+        )
 
 
 # --- normalisation and feed-forward -----------------------------------------------------
@@ -167,13 +267,14 @@ class GroupedQueryAttention(nn.Module):
     ``F.scaled_dot_product_attention`` otherwise (same output).
 
     Args:
-        d_model: width D; must be divisible by ``n_heads``.
-        n_heads: query heads H; each has Dh = D / H dimensions.
+        d_model: width D.
+        n_heads: query heads H.
         n_kv_heads: key/value heads Hkv; must divide ``n_heads`` (None: Hkv = H).
         rope: the rotary embedding applied to queries and keys (None: no rotation).
         scale_scores: divide the scores by √Dh (True, as everybody does).
         dropout: on the attention weights, in training.
         bias: whether the four projections have a bias (LLaMA: no).
+        d_head: dimensions per head Dh (None: D / H, and D must be divisible by H).
     """
 
     def __init__(
@@ -185,12 +286,13 @@ class GroupedQueryAttention(nn.Module):
         scale_scores: bool = True,
         dropout: float = 0.0,
         bias: bool = False,
+        d_head: int | None = None,
     ):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        _check_heads(d_model, n_heads, n_kv_heads)
+        _check_heads(d_model, n_heads, n_kv_heads, d_head)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.d_head = d_model // n_heads
+        self.d_head = d_model // n_heads if d_head is None else d_head
         self.W_q = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
         self.W_k = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
         self.W_v = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
@@ -200,25 +302,38 @@ class GroupedQueryAttention(nn.Module):
         self.dropout = dropout
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        positions: Tensor | None = None,
+        cache: AttentionCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Shapes: x (B, T, D); mask boolean, True = may attend, broadcastable to (B, H, T, T).
+        """Shapes: x (B, T, D); mask boolean, True = may attend, broadcastable to (B, H, T, S);
+        positions (T,) or (B, T), the positions RoPE turns each token to (None: 0 … T − 1).
+        With ``cache`` (an :class:`~minitransformer.kv_cache.AttentionCache`), x holds only the
+        new tokens: their keys, rotated at their positions, and values (Hkv heads) are appended
+        and the queries attend to all S cached ones.
 
-        Returns ``(output, weights)``: (B, T, D) and (B, H, T, T), or None for the weights
+        Returns ``(output, weights)``: (B, T, D) and (B, H, T, S), or None for the weights
         unless ``need_weights``.
         """
-        B, T, D = x.shape
-        if D != self.d_model:
+        if x.dim() != 3 or x.size(-1) != self.d_model:
             raise error(
-                f"se esperaba una entrada con última dimensión d_model = {self.d_model}, no {tuple(x.shape)}",
-                f"expected an input with last dimension d_model = {self.d_model}, got {tuple(x.shape)}",
+                f"se esperaba una entrada (B, T, D) con d_model = {self.d_model}, no {tuple(x.shape)}",
+                f"expected an input (B, T, D) with d_model = {self.d_model}, got {tuple(x.shape)}",
             )
+        B, T, _ = x.shape
         H, Hkv, Dh = self.n_heads, self.n_kv_heads, self.d_head
         q = self.W_q(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
         k = self.W_k(x).view(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
         v = self.W_v(x).view(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
         if self.rope is not None:
-            q, k = self.rope(q), self.rope(k)
+            q, k = self.rope(q, positions=positions), self.rope(k, positions=positions)
+        if cache is not None:
+            k, v = cache.update(k.transpose(1, 2), v.transpose(1, 2))  # (B, S, Hkv, Dh) each
+            k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, Hkv, S, Dh)
+        S = k.size(-2)
         p = self.dropout if self.training else 0.0
         if not need_weights:
             heads = fast_attention(q, k, v, mask, p, scale=self.scale)  # (B, H, T, Dh)
@@ -226,15 +341,22 @@ class GroupedQueryAttention(nn.Module):
         G = H // Hkv
         q = q.reshape(B, Hkv, G, T, Dh)  # (B, Hkv, G, T, Dh): the G query heads of each group
         scores = torch.einsum("bkgtd,bksd->bkgts", q, k) * self.scale  # (B, Hkv, G, T, S)
-        weights = masked_softmax(scores.reshape(B, H, T, T), mask)  # (B, H, T, S)
+        weights = masked_softmax(scores.reshape(B, H, T, S), mask)  # (B, H, T, S)
         dropped = F.dropout(weights, p) if p > 0 else weights
-        heads = torch.einsum("bkgts,bksd->bkgtd", dropped.reshape(B, Hkv, G, T, T), v)  # (B, Hkv, G, T, Dh)
+        heads = torch.einsum("bkgts,bksd->bkgtd", dropped.reshape(B, Hkv, G, T, S), v)  # (B, Hkv, G, T, Dh)
         out = self.W_o(heads.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh))  # (B, T, D)
         return out, weights
 
 
-def _check_heads(d_model: int, n_heads: int, n_kv_heads: int) -> None:
-    check_heads(d_model, n_heads)
+def _check_heads(d_model: int, n_heads: int, n_kv_heads: int, d_head: int | None = None) -> None:
+    if d_head is None:
+        check_heads(d_model, n_heads)
+        d_head = d_model // n_heads
+    elif n_heads <= 0 or d_model <= 0 or d_head <= 0:
+        raise error(
+            f"d_model, n_heads y d_head deben ser positivos, no {d_model}, {n_heads} y {d_head}",
+            f"d_model, n_heads and d_head must be positive, got {d_model}, {n_heads} and {d_head}",
+        )
     if n_kv_heads <= 0:
         raise error(f"n_kv_heads debe ser positivo, no {n_kv_heads}", f"n_kv_heads must be positive, got {n_kv_heads}")
     if n_heads % n_kv_heads != 0:
@@ -244,10 +366,10 @@ def _check_heads(d_model: int, n_heads: int, n_kv_heads: int) -> None:
             f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads}): each group of "
             "query heads shares one key/value head",
         )
-    if (d_model // n_heads) % 2 != 0:
+    if d_head % 2 != 0:
         raise error(
-            f"d_head = d_model / n_heads = {d_model // n_heads} debe ser par (RoPE gira pares)",
-            f"d_head = d_model / n_heads = {d_model // n_heads} must be even (RoPE turns pairs)",
+            f"d_head = {d_head} debe ser par (RoPE gira pares)",
+            f"d_head = {d_head} must be even (RoPE turns pairs)",
         )
 
 
@@ -255,6 +377,7 @@ def _check_heads(d_model: int, n_heads: int, n_kv_heads: int) -> None:
 
 _CHOICES = {
     "positional": ("rope", "sinusoidal", "learned"),
+    "rope_layout": ROPE_LAYOUTS,
     "norm": ("rms", "layer"),
     "feed_forward": ("swiglu", "relu", "gelu"),
 }
@@ -266,12 +389,14 @@ class ModernConfig:
 
     vocab_size: int = 256  # vocabulary V
     d_model: int = 64  # width D
-    n_heads: int = 4  # query heads H; d_head = d_model / n_heads
+    n_heads: int = 4  # query heads H
     n_kv_heads: int | None = None  # key/value heads Hkv (None: H, no grouping; 1: multi-query)
+    head_dim: int | None = None  # dimensions per head Dh (None: d_model / n_heads)
     d_ff: int = 172  # hidden width of the feed-forward network (SwiGLU: ≈ 8/3 · D)
     n_layers: int = 2  # blocks N
     max_len: int = 128  # longest sequence (RoPE table or position table)
     rope_base: float = 10000.0  # base of the RoPE frequencies (LLaMA 3: 500000)
+    rope_layout: str = "halves"  # RoPE's pairs: "halves" (i, i + Dh/2), Hugging Face's; "interleaved" (2i, 2i+1)
     norm_eps: float = 1e-6  # ε of every normalisation
     dropout: float = 0.0  # on attention weights and block outputs
     tie_output: bool = False  # the output projection shares the token embedding's weights
@@ -282,6 +407,7 @@ class ModernConfig:
     norm_first: bool = True  # pre-norm (True) or post-norm, the paper (False)
     scale_scores: bool = True  # divide the attention scores by √d_head
     bias: bool = False  # biases in the projections and the feed-forward network
+    pad_id: int | None = None  # padding id: never attended to, and not counted in the positions
 
     def __post_init__(self):
         if self.vocab_size <= 0 or self.n_layers <= 0 or self.d_ff <= 0 or self.max_len <= 0:
@@ -289,13 +415,18 @@ class ModernConfig:
                 "vocab_size, n_layers, d_ff y max_len deben ser positivos",
                 "vocab_size, n_layers, d_ff and max_len must be positive",
             )
-        _check_heads(self.d_model, self.n_heads, self.kv_heads)
+        _check_heads(self.d_model, self.n_heads, self.kv_heads, self.head_dim)
         for name, allowed in _CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise error(
                     f"{name} debe ser uno de {allowed}, no {value!r}", f"{name} must be one of {allowed}, got {value!r}"
                 )
+        if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
+            raise error(
+                f"pad_id {self.pad_id} está fuera del vocabulario [0, {self.vocab_size})",
+                f"pad_id {self.pad_id} is outside the vocabulary [0, {self.vocab_size})",
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise error(
                 f"dropout debe estar en [0, 1), no {self.dropout}", f"dropout must be in [0, 1), got {self.dropout}"
@@ -303,11 +434,16 @@ class ModernConfig:
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
 
     @property
     def kv_heads(self) -> int:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    def cache_bytes(self, length: int, batch: int = 1, bytes_per_number: int = 4) -> int:
+        """Bytes of the key-value cache of ``batch`` rows of ``length`` positions: K and V of Hkv
+        heads of Dh numbers per layer, 2 · n_layers · B · S · Hkv · Dh · bytes."""
+        return cache_bytes(self.n_layers, batch, length, self.kv_heads * self.d_head, bytes_per_number)
 
 
 def _norm(config: ModernConfig) -> nn.Module:
@@ -321,14 +457,22 @@ class ModernBlock(nn.Module):
 
     Pre-norm: x + Attn(Norm(x)), then x + FFN(Norm(x)). Post-norm: Norm(x + Attn(x)), ...
 
-    Shapes: x (B, T, D), mask broadcastable to (B, H, T, T) -> (B, T, D).
+    Shapes: x (B, T, D), mask broadcastable to (B, H, T, S), positions (T,) or (B, T) -> (B, T, D);
+    ``cache``: the attention's :class:`~minitransformer.kv_cache.AttentionCache`.
     """
 
     def __init__(self, config: ModernConfig, rope: RotaryEmbedding | None = None):
         super().__init__()
         self.norm_first = config.norm_first
         self.attn = GroupedQueryAttention(
-            config.d_model, config.n_heads, config.kv_heads, rope, config.scale_scores, config.dropout, config.bias
+            config.d_model,
+            config.n_heads,
+            config.kv_heads,
+            rope,
+            config.scale_scores,
+            config.dropout,
+            config.bias,
+            config.head_dim,
         )
         if config.feed_forward == "swiglu":
             self.feed_forward = SwiGLU(config.d_model, config.d_ff, config.bias)
@@ -340,14 +484,19 @@ class ModernBlock(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        positions: Tensor | None = None,
+        cache: AttentionCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         if self.norm_first:
-            a, weights = self.attn(self.norm1(x), mask, need_weights)
+            a, weights = self.attn(self.norm1(x), mask, need_weights, positions, cache)
             x = x + self.dropout(a)
             x = x + self.dropout(self.feed_forward(self.norm2(x)))
         else:
-            a, weights = self.attn(x, mask, need_weights)
+            a, weights = self.attn(x, mask, need_weights, positions, cache)
             x = self.norm1(x + self.dropout(a))
             x = self.norm2(x + self.dropout(self.feed_forward(x)))
         return x, weights
@@ -357,7 +506,9 @@ class ModernTransformer(nn.Module):
     """A decoder-only language model: embeddings, N blocks, final norm, output projection.
 
     ``forward(tokens)`` returns next-token logits; by default each position sees itself and
-    the earlier ones (causal mask).
+    the earlier ones (causal mask) and, with ``config.pad_id`` set, no padding. With
+    ``forward(tokens, cache=model.new_cache())`` the same protocol as
+    :class:`~minitransformer.gpt.GPT`: later calls pass only the new tokens.
     """
 
     def __init__(self, config: ModernConfig):
@@ -367,7 +518,8 @@ class ModernTransformer(nn.Module):
         self.token = nn.Embedding(config.vocab_size, D)
         rope = None
         if config.positional == "rope":
-            rope = RotaryEmbedding(config.d_head, config.max_len, config.rope_base)
+            interleaved = config.rope_layout == "interleaved"
+            rope = RotaryEmbedding(config.d_head, config.max_len, config.rope_base, interleaved)
             self.position = None
         elif config.positional == "learned":
             self.position = nn.Parameter(torch.zeros(config.max_len, D))
@@ -391,26 +543,63 @@ class ModernTransformer(nn.Module):
         if isinstance(self.position, nn.Parameter):
             nn.init.normal_(self.position, std=0.02)
 
+    def new_cache(self, capacity: int | None = None) -> KVCache:
+        """An empty key-value cache for :meth:`forward` (Hkv heads per layer); with ``capacity``,
+        allocated once for that many positions and written in place."""
+        return KVCache(self.config.n_layers, capacity=capacity)
+
     def forward(
-        self, tokens: Tensor, mask: Tensor | None = None, return_attention: bool = False
+        self,
+        tokens: Tensor,
+        mask: Tensor | None = None,
+        return_attention: bool = False,
+        positions: Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Next-token logits.
 
         Shapes: tokens (B, T) integer ids; mask boolean broadcastable to (B, H, T, T), by
-        default causal -> logits (B, T, V). With ``return_attention=True`` also the list of
-        the (B, H, T, T) attention weights of each block.
+        default causal (and, with ``config.pad_id``, no padding keys); positions (T,) or (B, T),
+        the position of each token (by default 0 … T − 1, padding not counted) -> logits
+        (B, T, V). With ``return_attention=True`` also the list of the (B, H, T, S) attention
+        weights of each block.
+
+        With ``cache`` (from :meth:`new_cache`, updated in place) tokens are only the ones after
+        the cached ones; each is turned at its true position, the number of real tokens its row
+        has cached (the cache's length without padding), and mask and positions come from the
+        cache.
         """
-        check_tokens(tokens, self.config.vocab_size, max_len=self.config.max_len)
-        T = tokens.size(1)
-        if mask is None:
-            mask = causal_mask(T, device=tokens.device)  # (1, 1, T, T)
+        cached = len(cache) if cache is not None else 0
+        check_tokens(tokens, self.config.vocab_size, max_len=self.config.max_len, cached=cached)
+        B, T = tokens.shape
+        pad_id = self.config.pad_id
+        if cache is not None:
+            if mask is not None or positions is not None:
+                raise error(
+                    "con caché, la máscara y las posiciones salen de la caché: no pases mask ni positions",
+                    "with a cache, the mask and the positions come from the cache: pass neither mask nor positions",
+                )
+            real = tokens != pad_id if pad_id is not None else torch.ones_like(tokens, dtype=torch.bool)
+            positions, mask = cache.extend(real)  # (B, T), (B, 1, T, S)
+        else:
+            if positions is not None:
+                check_positions(positions, tokens.shape, self.config.max_len)
+            if pad_id is not None:
+                real = tokens != pad_id  # (B, T)
+                if positions is None:
+                    positions = (real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, T) padding does not count
+                if mask is None:
+                    mask = combine_masks(real[:, None, None, :], causal_mask(T, device=tokens.device))  # (B, 1, T, T)
+            if mask is None:
+                mask = causal_mask(T, device=tokens.device)  # (1, 1, T, T)
         x = self.token(tokens)  # (B, T, D)
         if self.position is not None:
-            x = x + self.position[:T]
+            x = x + (self.position[:T] if positions is None else self.position[positions])  # (B, T, D)
         x = self.dropout(x)
         maps = []
-        for block in self.blocks:
-            x, weights = block(x, mask, return_attention)
+        for i, block in enumerate(self.blocks):
+            layer_cache = cache.layers[i].self_attn if cache is not None else None
+            x, weights = block(x, mask, return_attention, positions, layer_cache)
             maps.append(weights)
         if self.norm is not None:
             x = self.norm(x)
@@ -425,48 +614,99 @@ class ModernTransformer(nn.Module):
 # --- weights from transformers' Llama ---------------------------------------------------
 
 
-def from_llama(hf_model: nn.Module) -> ModernTransformer:
-    """A :class:`ModernTransformer` with the weights of a ``transformers`` ``LlamaForCausalLM``.
+def _llama_refusal(field: str, value, es: str, en: str) -> ValueError:
+    return error(
+        f"from_llama no puede representar {field} = {value!r} de esta LlamaConfig: {es}",
+        f"from_llama cannot represent {field} = {value!r} of this LlamaConfig: {en}",
+    )
 
-    Only the architecture LLaMA 1/2/3 share is accepted: default RoPE, SiLU, no biases,
-    d_head = d_model / n_heads.
-    """
-    c = hf_model.config
-    rope = dict(getattr(c, "rope_parameters", None) or {})
-    theta = rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))
-    problems = []
-    if rope.get("rope_type", "default") != "default":
-        problems.append(f"rope_type={rope.get('rope_type')!r}")
-    if getattr(c, "hidden_act", "silu") != "silu":
-        problems.append(f"hidden_act={c.hidden_act!r}")
-    if getattr(c, "attention_bias", False) or getattr(c, "mlp_bias", False):
-        problems.append("bias")
-    if getattr(c, "head_dim", None) not in (None, c.hidden_size // c.num_attention_heads):
-        problems.append(f"head_dim={c.head_dim}")
-    if problems:
-        raise error(
-            f"esta configuración de Llama no es la del curso: {', '.join(problems)}",
-            f"this Llama configuration is not the course's: {', '.join(problems)}",
+
+def _llama_config(c) -> ModernConfig:
+    """The :class:`ModernConfig` of a ``LlamaConfig``; a field it cannot represent exactly is refused."""
+    if getattr(c, "model_type", "llama") != "llama":
+        raise _llama_refusal(
+            "model_type", c.model_type, "solo se convierten modelos Llama.", "only Llama models are converted."
         )
-    config = ModernConfig(
+    if hasattr(c, "rope_parameters"):  # transformers ≥ 5: rope_type and rope_theta in one dictionary
+        rope, field = dict(c.rope_parameters or {}), "rope_parameters['rope_type']"
+    else:  # transformers 4: rope_scaling (None when RoPE is not scaled) and rope_theta
+        rope, field = dict(getattr(c, "rope_scaling", None) or {}), "rope_scaling['rope_type']"
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default":
+        raise _llama_refusal(
+            field,
+            rope_type,
+            "el curso solo tiene el RoPE original, sin escalar las posiciones ni las frecuencias.",
+            "the course has only the original RoPE, with no scaling of positions or frequencies.",
+        )
+    theta = rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))
+    if getattr(c, "hidden_act", "silu") != "silu":
+        raise _llama_refusal(
+            "hidden_act", c.hidden_act, "SwiGLU usa SiLU como compuerta.", "SwiGLU uses SiLU as its gate."
+        )
+    attention_bias, mlp_bias = bool(getattr(c, "attention_bias", False)), bool(getattr(c, "mlp_bias", False))
+    if attention_bias != mlp_bias:
+        field, value = ("attention_bias", True) if attention_bias else ("mlp_bias", True)
+        raise _llama_refusal(
+            field,
+            value,
+            "ModernConfig tiene un solo interruptor, bias, para las proyecciones de la atención y la red "
+            "prealimentada: attention_bias y mlp_bias deben ser iguales.",
+            "ModernConfig has one switch, bias, for the attention projections and the feed-forward network: "
+            "attention_bias and mlp_bias must be equal.",
+        )
+    if float(getattr(c, "attention_dropout", 0.0) or 0.0) != 0.0:
+        raise _llama_refusal(
+            "attention_dropout",
+            c.attention_dropout,
+            "el dropout del curso actúa también sobre las salidas de los bloques, no solo sobre los pesos de atención.",
+            "the course's dropout also acts on the blocks' outputs, not only on the attention weights.",
+        )
+    n_heads = c.num_attention_heads
+    head_dim = getattr(c, "head_dim", None)
+    padding = getattr(c, "pad_token_id", None)
+    return ModernConfig(
         vocab_size=c.vocab_size,
         d_model=c.hidden_size,
-        n_heads=c.num_attention_heads,
-        n_kv_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+        n_heads=n_heads,
+        n_kv_heads=getattr(c, "num_key_value_heads", None) or n_heads,
+        head_dim=None if head_dim in (None, c.hidden_size // n_heads) and c.hidden_size % n_heads == 0 else head_dim,
         d_ff=c.intermediate_size,
         n_layers=c.num_hidden_layers,
         max_len=c.max_position_embeddings,
         rope_base=float(theta),
+        rope_layout="halves",  # Hugging Face's Llama turns the halves (its rotate_half)
         norm_eps=c.rms_norm_eps,
         tie_output=bool(getattr(c, "tie_word_embeddings", False)),
+        bias=attention_bias,
+        pad_id=padding if padding is not None and 0 <= padding < c.vocab_size else None,
     )
-    model = ModernTransformer(config)
+
+
+def from_llama(hf_model: nn.Module) -> ModernTransformer:
+    """A :class:`ModernTransformer` with the weights of a ``transformers`` ``LlamaForCausalLM``, in eval mode.
+
+    Every field of the ``LlamaConfig`` that changes what the model computes is either carried
+    over exactly (sizes, grouped-query heads, ``head_dim``, ``rope_theta``, ``rms_norm_eps``,
+    biases, tied embeddings, ``pad_token_id`` as ``pad_id``: padding is then never attended to,
+    as in Hugging Face's ``generate`` with its attention mask) or refused with an error that names it (RoPE scaling, another
+    activation, attention-only dropout, attention and MLP biases that differ). The RoPE layout
+    is "halves", Hugging Face's. Weights are copied into float32.
+    """
+    config = _llama_config(hf_model.config)
     sd = hf_model.state_dict()
+    if "model.embed_tokens.weight" not in sd:
+        raise error(
+            f"from_llama necesita un LlamaForCausalLM (con su cabeza de salida), no {type(hf_model).__name__}",
+            f"from_llama needs a LlamaForCausalLM (with its output head), not {type(hf_model).__name__}",
+        )
+    model = ModernTransformer(config)
     names = {
         "token.weight": "model.embed_tokens.weight",
         "norm.weight": "model.norm.weight",
-        "lm_head.weight": "lm_head.weight",
     }
+    if not config.tie_output:
+        names["lm_head.weight"] = "lm_head.weight"
     parts = {
         "attn.W_q": "self_attn.q_proj",
         "attn.W_k": "self_attn.k_proj",
@@ -478,16 +718,46 @@ def from_llama(hf_model: nn.Module) -> ModernTransformer:
         "norm1": "input_layernorm",
         "norm2": "post_attention_layernorm",
     }
+    kinds = ("weight", "bias") if config.bias else ("weight",)
     for i in range(config.n_layers):
         for ours, theirs in parts.items():
-            names[f"blocks.{i}.{ours}.weight"] = f"model.layers.{i}.{theirs}.weight"
+            for kind in kinds if not ours.startswith("norm") else ("weight",):
+                names[f"blocks.{i}.{ours}.{kind}"] = f"model.layers.{i}.{theirs}.{kind}"
+    own = model.state_dict()
+    if set(own) != set(names) | ({"lm_head.weight"} if config.tie_output else set()):
+        raise error(
+            "los pesos del modelo del curso no casan con los de Llama",
+            "the course model's weights do not match Llama's",
+        )
     with torch.no_grad():
-        own = model.state_dict()
         for ours, theirs in names.items():
-            if ours == "lm_head.weight" and config.tie_output:
-                continue
             own[ours].copy_(sd[theirs])
-    return model
+    if config.pad_id is not None:
+        model.token.padding_idx = config.pad_id  # as Llama's: the padding embedding gets no gradient
+    return model.eval()
+
+
+def with_rope_layout(model: ModernTransformer, layout: str) -> ModernTransformer:
+    """A copy of ``model`` whose RoPE pairs dimensions in ``layout``, with the rows of every W_q
+    and W_k (and their biases) permuted by :func:`permute_rope_rows`: the same logits."""
+    _check_layout(layout)
+    config = model.config
+    if config.positional != "rope":
+        raise error(
+            f"el modelo no usa RoPE (positional = {config.positional!r})",
+            f"the model does not use RoPE (positional = {config.positional!r})",
+        )
+    copy = ModernTransformer(replace(config, rope_layout=layout)).to(model.lm_head.weight.device)
+    copy.load_state_dict(model.state_dict())
+    copy.token.padding_idx = model.token.padding_idx
+    if layout != config.rope_layout:
+        with torch.no_grad():
+            for block in copy.blocks:
+                for linear in (block.attn.W_q, block.attn.W_k):
+                    linear.weight.copy_(permute_rope_rows(linear.weight, config.d_head, to=layout))
+                    if linear.bias is not None:
+                        linear.bias.copy_(permute_rope_rows(linear.bias, config.d_head, to=layout))
+    return copy.train(model.training)
 
 
 # --- the online softmax (FlashAttention's idea) -----------------------------------------
@@ -542,6 +812,33 @@ def online_attention(q: Tensor, k: Tensor, v: Tensor, block_size: int = 16) -> T
         out = out * correction + p @ v[..., start : start + block_size, :]
         m = m_new
     return out / l
+
+
+# --- what attention costs ------------------------------------------------------------------
+
+
+def power_law_fit(x, y) -> tuple[float, float]:
+    """The exponent b and factor a of y ≈ a · x^b, by least squares on log y against log x.
+
+    Shapes: x, y sequences of the same length (at least two positive values each).
+    """
+    lx = torch.log(torch.as_tensor(x, dtype=torch.float64))
+    ly = torch.log(torch.as_tensor(y, dtype=torch.float64))
+    if (
+        lx.dim() != 1
+        or lx.shape != ly.shape
+        or lx.numel() < 2
+        or not bool(torch.isfinite(lx).all() & torch.isfinite(ly).all())
+    ):
+        raise error(
+            "hacen falta dos secuencias de la misma longitud, con al menos dos valores positivos",
+            "two sequences of the same length are needed, with at least two positive values",
+        )
+    if float(lx.var()) == 0:
+        raise error("x debe tener al menos dos valores distintos", "x must hold at least two different values")
+    dx, dy = lx - lx.mean(), ly - ly.mean()
+    b = float((dx * dy).sum() / (dx * dx).sum())
+    return b, math.exp(float(ly.mean()) - b * float(lx.mean()))
 
 
 # --- PyTorch's attention backends -----------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 from ..i18n import check_lang, decimal_commas, language, tr
 
@@ -326,8 +327,11 @@ def _explain(lang: str, exc: BaseException) -> str:
     return " ".join(part for part in (meaning, said) if part)
 
 
-class ForbiddenTool(Exception):
-    """Raised by a tool that :func:`forbid` switched off while the student's code runs."""
+class ForbiddenTool(BaseException):
+    """Raised by a tool that :func:`forbid` switched off while the student's code runs.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: a student's ``except Exception`` around the
+    call does not hide it; :func:`attempt` turns it into a "not yet"."""
 
     def __init__(self, name: str, es: str, en: str):
         super().__init__(name)
@@ -413,19 +417,63 @@ def _blocked(name: str, es: str, en: str) -> types.FunctionType:
     return namespace["blocked"]
 
 
+def _op_name(func: Any) -> str:
+    """The name of a PyTorch operation, whatever it is reached by: ``softmax`` for ``torch.softmax``,
+    ``Tensor.softmax``, ``F.softmax``, ``torch._softmax``, ``torch.special.softmax`` and
+    ``torch.ops.aten._softmax.default``."""
+    name = getattr(func, "__name__", "") or ""
+    return name.split(".")[0].lstrip("_").removeprefix("special_")
+
+
+def _called(func: Any) -> str:
+    """How a student would write the PyTorch callable ``func``: ``torch.softmax``, ``Tensor.softmax``,
+    ``F.log_softmax``, ``torch.special.logsumexp``, ..."""
+    name = getattr(func, "__name__", "") or repr(func)
+    module = getattr(func, "__module__", None) or ""
+    if (getattr(func, "__qualname__", "") or "").startswith(("TensorBase.", "Tensor.")):
+        return f"Tensor.{name}"
+    if module == "torch._C._special":
+        return f"torch.special.{name.removeprefix('special_')}"
+    if module.startswith("torch.nn.functional"):
+        return f"F.{name}"
+    if module.startswith("torch._ops."):
+        return f"torch.ops.{module.removeprefix('torch._ops.')}.{name}"
+    return f"{module or 'torch'}.{name}"
+
+
+class _ForbiddenCalls(TorchFunctionMode):
+    """Refuses every call of a forbidden PyTorch operation while it is active, however the student
+    reached it: another name (``from torch import softmax``), a captured method, a private or
+    ``torch.special`` alias of the same operation."""
+
+    def __init__(self, names: set[str], callables: list[Any], es: str, en: str):
+        super().__init__()
+        self.names, self.callables, self.es, self.en = names, callables, es, en
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if _op_name(func) in self.names or any(func is c for c in self.callables):
+            raise ForbiddenTool(_called(func), self.es, self.en)
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def forbid(tools: Iterable[str | tuple[str, str]], es: str, en: str) -> Iterator[None]:
     """Switch off ``tools`` while the block runs the student's code.
 
     A tool is a dotted path (``"torch.nn.functional.softmax"``, ``"minitransformer.modern.apply_rope"``)
     or a pair (path, the name the message shows); by default the message shows the path, with ``F.``
-    and ``nn.`` for ``torch.nn.functional.`` and ``torch.nn.``. A Python function is switched off in
-    its code (``__code__``), so every reference to it is, a name the student imported with
-    ``from ... import`` too; anything else (PyTorch's C functions, tensor methods) is replaced on its
-    owner. Using one raises :class:`ForbiddenTool`, which :func:`attempt` turns into a "not yet" that
-    names the tool and says why (``es``/``en``). Run only the student's code inside.
+    and ``nn.`` for ``torch.nn.functional.`` and ``torch.nn.``. The calls themselves are refused,
+    not the names in the student's source: a PyTorch operation (a ``torch.`` path) is refused by a
+    ``TorchFunctionMode`` under every name that reaches it (``from torch import softmax``, a
+    captured ``Tensor.softmax``, ``torch._softmax``, ``torch.special.softmax``, ``torch.ops.aten``);
+    a Python function is switched off in its code (``__code__``), so every reference to it is;
+    anything else is replaced on its owner. Using one raises :class:`ForbiddenTool`, which
+    :func:`attempt` turns into a "not yet" that names the tool and says why (``es``/``en``). Run
+    only the student's code inside.
     """
     undo: list[Callable[[], None]] = []
+    names: set[str] = set()
+    callables: list[Any] = []
     try:
         for tool in tools:
             if isinstance(tool, str):
@@ -435,17 +483,23 @@ def forbid(tools: Iterable[str | tuple[str, str]], es: str, en: str) -> Iterator
             owner = pkgutil.resolve_name(owner_path)
             if not hasattr(owner, attr):  # not in this PyTorch version
                 continue
-            value, blocked = getattr(owner, attr), _blocked(shown, es, en)
+            value = getattr(owner, attr)
+            torch_op = path.startswith("torch.") and (inspect.ismodule(owner) or owner is torch.Tensor)
+            if torch_op:  # refused by the mode, under all its names
+                names.add(_op_name(value))
+                callables.append(value)
             if isinstance(value, types.FunctionType) and value.__closure__ is None:
+                blocked = _blocked(shown, es, en)
                 undo.append(functools.partial(setattr, value, "__code__", value.__code__))
                 value.__code__ = blocked.__code__
-            else:  # an inherited attribute (a tensor method) is restored by deleting the block
+            elif not torch_op:  # an inherited attribute is restored by deleting the block
                 own = attr in vars(owner)
                 undo.append(
                     functools.partial(setattr, owner, attr, value) if own else functools.partial(delattr, owner, attr)
                 )
-                setattr(owner, attr, blocked)
-        yield
+                setattr(owner, attr, _blocked(shown, es, en))
+        with _ForbiddenCalls(names, callables, es, en) if names else contextlib.nullcontext():
+            yield
     finally:
         for step in reversed(undo):
             step()

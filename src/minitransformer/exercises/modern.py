@@ -1,4 +1,4 @@
-"""Checkers for notebook 10's exercises: RoPE by pairs, SwiGLU, the online softmax.
+"""Checkers for notebook 10's exercises: RoPE by pairs, SwiGLU, the online softmax, RoPE's offset under a cache.
 
 Each checker compares the student's answer with the package's own (computed before the
 student's code runs), on cases chosen so that the usual mistakes give different numbers
@@ -16,14 +16,17 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 from .. import modern
 from ..i18n import tr
+from ..kv_cache import AttentionCache
 from ._core import (
     COMMON_HINTS,
     Feedback,
     ForbiddenTool,
     Hints,
+    Unfinished,
     attempt,
     checker,
     close,
@@ -31,6 +34,7 @@ from ._core import (
     dtype_name,
     forbid,
     randn,
+    sentence,
     stop,
     tensor,
     wrong_shape,
@@ -42,9 +46,11 @@ __all__ = [
     "check_rope",
     "check_swiglu",
     "check_online_softmax",
+    "check_rope_offset",
     "solution_rope",
     "solution_swiglu",
     "solution_online_softmax",
+    "solution_rope_offset",
 ]
 
 # Every hint these checkers give, (Spanish, English), by key.
@@ -97,6 +103,14 @@ HINTS = Hints(
             "en una rotación cambian los dos elementos del par, cada uno con su coseno y su seno.",
             "in a rotation both elements of the pair change, each with its cosine and its sine.",
         ),
+        "rope_inplace": (
+            "el segundo elemento de cada par sale del primero ya girado: escribes en `x` (o en una vista de `x`) "
+            "mientras aún necesitas sus valores originales. Calcula los dos elementos del par a partir de los valores "
+            "de antes de girar.",
+            "the second element of each pair comes from the already-turned first one: you write into `x` (or a view "
+            "of `x`) while you still need its original values. Compute both elements of the pair from the values "
+            "before turning.",
+        ),
         "rope_other": (
             "el resultado no coincide: el par (2i, 2i+1) de la posición p debe girar un ángulo p·base^(−2i/Dh), como "
             "la matriz de rotación de la sección 2.",
@@ -136,11 +150,41 @@ HINTS = Hints(
             "falta la proyección de vuelta con W_down.",
             "the projection back with W_down is missing.",
         ),
+        "swiglu_batched_only": (
+            "funciona con `x` de forma {works} pero no con {fails}: `x` tiene forma (…, D), con cualquier número de "
+            "ejes delante. `x @ W` (o un einsum con `...`) multiplica el último eje sea cual sea la forma.",
+            "it works for `x` of shape {works} but not for {fails}: `x` has shape (…, D), with any number of axes in "
+            "front. `x @ W` (or an einsum with `...`) multiplies the last axis whatever the shape.",
+        ),
         "swiglu_other": (
             "el resultado no coincide con W_down(SiLU(x·W_gate) ⊙ x·W_up).",
             "the result does not match W_down(SiLU(x·W_gate) ⊙ x·W_up).",
         ),
         # online softmax
+        "online_whole_row": (
+            "calculas un máximo o una suma sobre {width} columnas a la vez, más que un bloque (block_size = {block}): "
+            "la softmax en línea no mira nunca la fila entera; lee `block_size` columnas cada vez y corrige el máximo "
+            "y la suma bloque a bloque.",
+            "you compute a maximum or a sum over {width} columns at once, more than a block (block_size = {block}): "
+            "the online softmax never looks at the whole row; it reads `block_size` columns at a time and corrects "
+            "the maximum and the sum block by block.",
+        ),
+        "online_ignores_block": (
+            "tus bloques no son de `block_size` columnas: con block_size = {block} y {columns} columnas, los bloques "
+            "son de {expected} columnas, y tú lees {widths}. Recorre las columnas de `block_size` en `block_size` (el "
+            "último bloque puede ser más corto).",
+            "your blocks are not of `block_size` columns: with block_size = {block} and {columns} columns, the blocks "
+            "have {expected} columns, and you read {widths}. Walk over the columns `block_size` at a time (the last "
+            "block may be shorter).",
+        ),
+        "online_zero_start": (
+            "en filas con todas las puntuaciones muy negativas (−1000) el resultado no es la softmax: tu máximo "
+            "acumulado empieza en 0, y entonces exp(s − 0) se redondea a 0 y la suma también. Empieza el máximo en "
+            "−∞, que cualquier puntuación supera.",
+            "on rows whose scores are all very negative (−1000) the result is not the softmax: your running maximum "
+            "starts at 0, so exp(s − 0) rounds to 0 and so does the sum. Start the maximum at −∞, which any score "
+            "beats.",
+        ),
         "online_no_rescale": (
             "cuando un bloque trae un máximo mayor, la suma acumulada hay que corregirla: sus términos se calcularon con "
             "el máximo viejo.",
@@ -148,10 +192,18 @@ HINTS = Hints(
             "old maximum.",
         ),
         "online_inverted": (
-            "el resultado no es finito ni con puntuaciones pequeñas: revisa el factor de corrección. La suma vieja se "
-            "multiplica por exp(m_viejo − m_nuevo), que es ≤ 1, y 0 en el primer bloque (donde m_viejo = −∞).",
-            "the result is not finite even with small scores: check the correction factor. The old sum is multiplied by "
-            "exp(m_old − m_new), which is ≤ 1, and 0 at the first block (where m_old = −∞).",
+            "el factor de corrección está al revés: la suma vieja se multiplica por exp(m_viejo − m_nuevo), que es ≤ 1 "
+            "(y 0 en el primer bloque, donde m_viejo = −∞), no por exp(m_nuevo − m_viejo).",
+            "the correction factor is upside down: the old sum is multiplied by exp(m_old − m_new), which is ≤ 1 (and 0 "
+            "at the first block, where m_old = −∞), not by exp(m_new − m_old).",
+        ),
+        "online_not_finite": (
+            "el resultado tiene NaN o infinitos incluso con puntuaciones pequeñas, así que no es un desbordamiento: "
+            "mira el primer bloque, donde el máximo viejo es −∞. Allí el factor de corrección exp(m_viejo − m_nuevo) "
+            "vale 0; el factor al revés, exp(m_nuevo − m_viejo), vale +∞, y ∞ · 0 es NaN.",
+            "the result has NaN or infinite values even with small scores, so it is not an overflow: look at the "
+            "first block, where the old maximum is −∞. There the correction factor exp(m_old − m_new) is 0; the "
+            "factor upside down, exp(m_new − m_old), is +∞, and ∞ · 0 is NaN.",
         ),
         "online_per_block": (
             "normalizas cada bloque por su cuenta: cada fila debe sumar 1 entera, no cada bloque.",
@@ -161,6 +213,12 @@ HINTS = Hints(
             "con una puntuación de 1000 el resultado no es finito: resta el máximo antes de la exponencial.",
             "with a score of 1000 the result is not finite: subtract the maximum before the exponential.",
         ),
+        "online_underflow": (
+            "con todas las puntuaciones cerca de −1000 el resultado no es finito: exp(s) se redondea a 0 y la suma "
+            "también. Resta el máximo acumulado antes de la exponencial.",
+            "with every score near −1000 the result is not finite: exp(s) rounds to 0 and so does the sum. Subtract "
+            "the running maximum before the exponential.",
+        ),
         "online_missing_block": (
             "la suma deja fuera las últimas columnas: ¿llega tu bucle al último bloque, aunque sea más corto?",
             "the sum leaves out the last columns: does your loop reach the last block, even when it is shorter?",
@@ -168,6 +226,52 @@ HINTS = Hints(
         "online_unnormalised": (
             "cada fila debe sumar 1: al final, divide entre la suma acumulada.",
             "each row must sum to 1: at the end, divide by the running sum.",
+        ),
+        # RoPE's offset under a cache
+        "offset_type": (
+            "devuelve un número entero (un `int`), la posición del primer token nuevo, no {got}.",
+            "return an integer (an `int`), the position of the first new token, not {got}.",
+        ),
+        "offset_zero": (
+            "devuelves 0: así cada llamada gira sus tokens nuevos como si empezaran la secuencia, y el primero "
+            "queda en la posición 0 aunque la caché ya guarde otros antes que él.",
+            "you return 0: each call then turns its new tokens as if they started the sequence, and the first "
+            "one lands at position 0 although the cache already holds others before it.",
+        ),
+        "offset_capacity": (
+            "devuelves la capacidad de la caché (las posiciones para las que tiene sitio), no las que guarda ya.",
+            "you return the cache's capacity (the positions it has room for), not the ones it already holds.",
+        ),
+        "offset_plus_one": (
+            "te pasas en uno: con S posiciones guardadas (0 … S − 1), el primer token nuevo va en la posición S.",
+            "you are one too high: with S positions stored (0 … S − 1), the first new token goes at position S.",
+        ),
+        "offset_minus_one": (
+            "te quedas corto en uno: S − 1 es la posición del último token guardado; el nuevo va en la siguiente, S.",
+            "you are one too low: S − 1 is the position of the last stored token; the new one goes at the next, S.",
+        ),
+        "offset_room": (
+            "devuelves el sitio libre que le queda a la caché (capacidad − S), no las posiciones que ya guarda.",
+            "you return the room the cache has left (capacity − S), not the positions it already holds.",
+        ),
+        "offset_batch": (
+            "devuelves el tamaño del lote B (el eje 0 de `cache.k`); las posiciones guardadas son el eje 1.",
+            "you return the batch size B (axis 0 of `cache.k`); the stored positions are axis 1.",
+        ),
+        "offset_heads": (
+            "devuelves el número de cabezas de clave y valor (el eje 2 de `cache.k`); las posiciones guardadas son "
+            "el eje 1.",
+            "you return the number of key/value heads (axis 2 of `cache.k`); the stored positions are axis 1.",
+        ),
+        "offset_empty": (
+            "aciertas con una caché llena, pero falla con la vacía: antes del primer paso `cache.k` es `None`. "
+            "`len(cache)` vale 0 entonces.",
+            "you are right with a filled cache, but it fails with the empty one: before the first step `cache.k` "
+            "is `None`. `len(cache)` is 0 then.",
+        ),
+        "offset_other": (
+            "con estas cachés las respuestas correctas eran {expected} y las tuyas {got}.",
+            "with these caches the right answers were {expected} and yours {got}.",
         ),
         "online_other": (
             "el resultado no coincide con la softmax de cada fila.",
@@ -190,8 +294,12 @@ def _run(lang: str, fn: Callable[..., Any], args: tuple, tools: Iterable[str | t
     with forbid(tools, *why):
         got = attempt(lang, guarded, *args)
     if isinstance(got, ForbiddenTool):
-        raise stop(HINTS(lang, "forbidden", tool=f"`{got.name}`", why=tr(lang, got.es, got.en)))
+        raise _Forbidden(HINTS(lang, "forbidden", tool=f"`{got.name}`", why=tr(lang, got.es, got.en)))
     return got
+
+
+class _Forbidden(Unfinished):
+    """The check stopped because the answer used a tool the statement forbids."""
 
 
 def _float_answer(lang: str, got: Any, expected: Tensor) -> Tensor:
@@ -211,20 +319,21 @@ def _float_answer(lang: str, got: Any, expected: Tensor) -> Tensor:
 
 @explain(
     "Cada par de dimensiones (2i, 2i+1) es un punto del plano que se gira un ángulo p · base^(−2i/Dh), con p la "
-    "posición: el primer elemento del par pasa a x·cos − y·sen y el segundo a x·sen + y·cos. Los pares bajos giran "
-    "deprisa y los altos despacio, como las frecuencias de la codificación sinusoidal del cuaderno 03.",
+    "posición: el primer elemento del par pasa a x·cos − y·sen y el segundo a x·sen + y·cos, los dos calculados con "
+    "los valores de antes de girar. Los pares bajos giran deprisa y los altos despacio, como las frecuencias de la "
+    "codificación sinusoidal del cuaderno 03. Los comentarios dan la forma de cada tensor.",
     "Each pair of dimensions (2i, 2i+1) is a point in the plane, turned by the angle p · base^(−2i/Dh), with p the "
-    "position: the pair's first element becomes x·cos − y·sin and the second x·sin + y·cos. Low pairs turn fast and "
-    "high pairs slowly, like the frequencies of notebook 03's sinusoidal encoding.",
+    "position: the pair's first element becomes x·cos − y·sin and the second x·sin + y·cos, both computed from the "
+    "values before turning. Low pairs turn fast and high pairs slowly, like the frequencies of notebook 03's "
+    "sinusoidal encoding. The comments give each tensor's shape.",
 )
-def solution_rope(x: Tensor, base: float) -> Tensor:
-    """Turn the pair (2i, 2i+1) at position p by the angle p · base^(−2i/Dh). x (T, Dh)."""
+def solution_rope(x, base):
     T, Dh = x.shape
     omega = base ** (-torch.arange(0, Dh, 2, dtype=torch.float32) / Dh)  # (Dh/2,)
     angle = torch.arange(T, dtype=torch.float32)[:, None] * omega  # (T, Dh/2)
-    cos, sin = torch.cos(angle), torch.sin(angle)
-    even, odd = x[:, 0::2], x[:, 1::2]  # (T, Dh/2) each
-    out = torch.empty_like(x)
+    cos, sin = torch.cos(angle), torch.sin(angle)  # (T, Dh/2)
+    even, odd = x[:, 0::2], x[:, 1::2]  # (T, Dh/2)
+    out = torch.empty_like(x)  # (T, Dh)
     out[:, 0::2] = even * cos - odd * sin
     out[:, 1::2] = even * sin + odd * cos
     return out
@@ -237,6 +346,16 @@ def _rope_with(
     omega = base ** (-exponent * torch.arange(0, Dh // 2, dtype=torch.float32) / Dh)
     angle = sign * (torch.arange(T, dtype=torch.float32)[:, None] + start) * omega
     return modern.apply_rope(x, angle.cos(), angle.sin(), interleaved=not halves)
+
+
+def _rope_in_place(x: Tensor, base: float) -> Tensor:
+    """The pair's second element computed from the already-turned first one."""
+    T, Dh = x.shape
+    angle = torch.arange(T, dtype=torch.float32)[:, None] * base ** (-torch.arange(0, Dh, 2) / Dh)
+    out = x.clone()
+    out[:, 0::2] = x[:, 0::2] * angle.cos() - x[:, 1::2] * angle.sin()
+    out[:, 1::2] = out[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()
+    return out
 
 
 _ROPE_TOOLS = (
@@ -263,9 +382,11 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
             (_rope_with(x, base, exponent=1.0), "rope_frequency"),
             (_rope_with(x, base, exponent=4.0), "rope_frequency"),
             (_rope_with(x, base, start=1), "rope_start"),
-            (_rope_with(x, 10000.0), "rope_base"),
             (x, "rope_identity"),
+            (_rope_in_place(x, base), "rope_inplace"),
         ]
+        if n > 0:  # the first case has base 10000: a hard-coded base only shows in the second
+            wrongs.append((_rope_with(x, 10000.0), "rope_base"))
         half = expected.clone()
         half[:, 1::2] = x[:, 1::2]
         other_half = expected.clone()
@@ -274,13 +395,11 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
         got = _float_answer(lang, _run(lang, rope, (x.clone(), base), _ROPE_TOOLS, _ROPE_WHY), expected)
         if close(got, expected, atol=1e-4):
             continue
-        if not bool(torch.isfinite(got).all()):
-            return HINTS(lang, "nan")
         for wrong, key in wrongs:
-            if n == 0 and key == "rope_base":
-                continue
             if close(got, wrong, atol=1e-4):
                 return HINTS(lang, key)
+        if not bool(torch.isfinite(got).all()):
+            return HINTS(lang, "nan")
         return HINTS(lang, "rope_other")
     return correct(
         lang,
@@ -293,18 +412,19 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
 
 
 @explain(
-    "Dos proyecciones de x: una pasa por SiLU(z) = z · sigmoid(z) y hace de puerta, la otra lleva el contenido; "
-    "se multiplican elemento a elemento y W_down vuelve a d_model.",
-    "Two projections of x: one goes through SiLU(z) = z · sigmoid(z) and acts as a gate, the other carries the "
-    "content; they are multiplied element by element and W_down goes back to d_model.",
+    "Dos proyecciones de x: la de W_gate pasa por SiLU(z) = z · sigmoid(z) y hace de compuerta, la de W_up lleva el "
+    "contenido; se multiplican elemento a elemento y W_down vuelve a d_model. Con `@`, que multiplica el último "
+    "eje, vale para x de cualquier forma (…, D). Los comentarios dan la forma de cada tensor.",
+    "Two projections of x: W_gate's goes through SiLU(z) = z · sigmoid(z) and acts as the gate, W_up's carries the "
+    "content; they are multiplied element by element and W_down goes back to d_model. With `@`, which multiplies "
+    "the last axis, it works for x of any shape (…, D). The comments give each tensor's shape.",
 )
-def solution_swiglu(x: Tensor, W_gate: Tensor, W_up: Tensor, W_down: Tensor) -> Tensor:
-    """W_down(SiLU(x W_gate) ⊙ x W_up), SiLU written with the sigmoid. x (..., D)."""
+def solution_swiglu(x, W_gate, W_up, W_down):
     gate = x @ W_gate  # (..., d_ff)
     return (gate * torch.sigmoid(gate) * (x @ W_up)) @ W_down  # (..., D)
 
 
-_SILU_TOOLS = ("torch.nn.functional.silu", "torch.silu")
+_SILU_TOOLS = ("torch.nn.functional.silu", "torch.silu", "torch.nn.SiLU.forward")
 _SWIGLU_WHY = (
     "escribe SiLU tú mismo, z·σ(z), con `torch.sigmoid`.",
     "write SiLU yourself, z·σ(z), with `torch.sigmoid`.",
@@ -313,12 +433,41 @@ _SWIGLU_WHY = (
 
 @checker
 def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feedback:
-    """Check ``swiglu(x, W_gate, W_up, W_down)``: x (..., D), W_gate and W_up (D, F), W_down (F, D)."""
+    """Check ``swiglu(x, W_gate, W_up, W_down)``: x (..., D), W_gate and W_up (D, F), W_down (F, D).
+
+    Every shape of x the package accepts is tried, (B, T, D), (T, D) and (B, H, T, D); an answer
+    right on some of them and not on the others is told so.
+    """
     D, Fw = 6, 10
-    x = randn(2, 3, D, seed=20) * 1.5
     W_gate, W_up, W_down = randn(D, Fw, seed=21), randn(D, Fw, seed=22), randn(Fw, D, seed=23)
+    runs = []
+    for n, shape in enumerate([(2, 3, D), (5, D), (2, 2, 3, D)]):
+        x = randn(*shape, seed=20 + n) * 1.5
+        args = (x.clone(), W_gate.clone(), W_up.clone(), W_down.clone())
+        try:
+            got: Any = _run(lang, swiglu, args, _SILU_TOOLS, _SWIGLU_WHY)
+        except _Forbidden:
+            raise
+        except Unfinished as stopped:  # an error, None, ...: kept, in case another shape works
+            got = stopped
+        expected = (F.silu(x @ W_gate) * (x @ W_up)) @ W_down
+        runs.append((shape, x, got, expected))
+    right = [shape for shape, _, got, expected in runs if close(got, expected, atol=1e-3)]
+    if len(right) == len(runs):
+        return correct(lang, "Es la red SwiGLU de LLaMA.", "It is LLaMA's SwiGLU network.")
+    if right:
+        shape, _, got, _ = next(run for run in runs if run[0] not in right)
+        hint = HINTS(lang, "swiglu_batched_only", works=_words(lang, [str(r) for r in right]), fails=str(shape))
+        if isinstance(got, Unfinished):  # what went wrong there, as attempt() said it
+            return Feedback(False, f"{hint.message}\n{sentence(got.feedback.message.split(' ', 3)[-1])}")
+        return hint
+    _, x, got, expected = runs[0]
+    if isinstance(got, Unfinished):
+        raise got
     gate, up = x @ W_gate, x @ W_up
-    expected = (F.silu(gate) * up) @ W_down
+    if isinstance(got, Tensor) and got.shape == gate.shape and got.is_floating_point():
+        return HINTS(lang, "swiglu_no_down")
+    got = _float_answer(lang, got, expected)
     wrongs = [
         ((gate * F.silu(up)) @ W_down, "swiglu_swapped"),
         ((F.silu(up) * gate) @ W_down, "swiglu_swapped"),
@@ -329,17 +478,11 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
         ((F.silu(gate) + up) @ W_down, "swiglu_sum"),
         (F.silu(gate * up) @ W_down, "swiglu_late_silu"),
     ]
-    got = _run(lang, swiglu, (x.clone(), W_gate.clone(), W_up.clone(), W_down.clone()), _SILU_TOOLS, _SWIGLU_WHY)
-    if isinstance(got, Tensor) and got.shape == gate.shape and got.is_floating_point():
-        return HINTS(lang, "swiglu_no_down")
-    got = _float_answer(lang, got, expected)
-    if close(got, expected, atol=1e-3):
-        return correct(lang, "Es la red SwiGLU de LLaMA.", "It is LLaMA's SwiGLU network.")
-    if not bool(torch.isfinite(got).all()):
-        return HINTS(lang, "nan")
     for wrong, key in wrongs:
         if close(got, wrong, atol=1e-3):
             return HINTS(lang, key)
+    if not bool(torch.isfinite(got).all()):
+        return HINTS(lang, "nan")
     return HINTS(lang, "swiglu_other")
 
 
@@ -347,27 +490,29 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
 
 
 @explain(
-    "Recorre las columnas por bloques llevando el máximo m y la suma l de exp(s − m) vistos hasta ahora. Cuando "
-    "un bloque trae un máximo mayor, la suma vieja se reescala con exp(m − m_nuevo) antes de sumarle el bloque. "
-    "Al final, exp(s − m) / l es la softmax, sin haber guardado nunca una fila entera de exponenciales.",
-    "Walk over the columns block by block, carrying the maximum m and the sum l of exp(s − m) seen so far. When "
-    "a block brings a larger maximum, the old sum is rescaled by exp(m − m_new) before the block is added. At "
-    "the end, exp(s − m) / l is the softmax, without ever storing a whole row of exponentials.",
+    "Recorre las columnas por bloques llevando el máximo m y la suma l de exp(s − m) vistos hasta ahora; m empieza "
+    "en −∞ y l en 0. Cuando un bloque trae un máximo mayor, la suma vieja se reescala con exp(m − m_nuevo) antes de "
+    "sumarle el bloque. Al final, exp(s − m) / l es la softmax, sin haber mirado nunca más de un bloque a la vez "
+    "para el máximo y la suma. Los comentarios dan la forma de cada tensor (R filas).",
+    "Walk over the columns block by block, carrying the maximum m and the sum l of exp(s − m) seen so far; m starts "
+    "at −∞ and l at 0. When a block brings a larger maximum, the old sum is rescaled by exp(m − m_new) before the "
+    "block is added. At the end, exp(s − m) / l is the softmax, without ever looking at more than one block at a "
+    "time for the maximum and the sum. The comments give each tensor's shape (R rows).",
 )
-def solution_online_softmax(scores: Tensor, block_size: int) -> Tensor:
-    """Softmax over the last axis with a running maximum and sum, one block of columns at a time."""
-    m = torch.full(scores.shape[:-1] + (1,), float("-inf"))
-    l = torch.zeros_like(m)
+def solution_online_softmax(scores, block_size):
+    m = torch.full((scores.size(0), 1), float("-inf"))  # (R, 1)
+    l = torch.zeros_like(m)  # (R, 1)
     for start in range(0, scores.size(-1), block_size):
-        block = scores[..., start : start + block_size]
-        m_new = torch.maximum(m, block.amax(dim=-1, keepdim=True))
+        block = scores[:, start : start + block_size]  # (R, ≤ block_size)
+        m_new = torch.maximum(m, block.amax(dim=-1, keepdim=True))  # (R, 1)
         l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(dim=-1, keepdim=True)
         m = m_new
-    return torch.exp(scores - m) / l
+    return torch.exp(scores - m) / l  # (R, S)
 
 
 def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
-    m = torch.full(scores.shape[:-1] + (1,), float("-inf"))
+    start_max = 0.0 if kind == "zero_start" else float("-inf")
+    m = torch.full(scores.shape[:-1] + (1,), start_max, dtype=scores.dtype)
     l = torch.zeros_like(m)
     S = scores.size(-1)
     stop = S - block_size if kind == "missing" else S
@@ -390,11 +535,15 @@ _SOFTMAX_TOOLS = (
     ("torch.Tensor.softmax", "Tensor.softmax"),
     "torch.special.softmax",
     "torch._softmax",
+    "torch.nn.Softmax.forward",
     "torch.nn.functional.log_softmax",
     "torch.special.log_softmax",
     "torch.log_softmax",
+    "torch._log_softmax",
     ("torch.Tensor.log_softmax", "Tensor.log_softmax"),
+    "torch.nn.LogSoftmax.forward",
     "torch.logsumexp",
+    "torch.special.logsumexp",
     ("torch.Tensor.logsumexp", "Tensor.logsumexp"),
     ("minitransformer.modern.online_softmax", "online_softmax"),
 )
@@ -403,36 +552,225 @@ _ONLINE_WHY = (
     "compute the maximum and the sum block by block yourself, without PyTorch's softmax or `logsumexp`.",
 )
 
+# Operations that reduce an axis: over the last one, their width is how many columns were read at once.
+_REDUCTIONS = frozenset(
+    "max amax min amin sum nansum mean logsumexp softmax log_softmax cumsum cumprod logcumsumexp cummax cummin "
+    "prod topk sort argmax argmin aminmax norm median nanmedian var std kthvalue".split()
+)
+
+
+class _ColumnReads(TorchFunctionMode):
+    """Records how many columns of a row the student's function takes at once: the width of every
+    reduction over the last axis, and of every slice of columns cut from ``scores`` (or a copy of it)."""
+
+    def __init__(self, scores: Tensor):
+        super().__init__()
+        self.reduced: list[int] = []  # widths of reductions over the last axis
+        self.sliced: list[int] = []  # widths of slices of columns of scores
+        self.whole = [scores]  # scores and the tensors of its shape made from it
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        try:
+            self._record(func, args, kwargs, out)
+        except Exception:  # noqa: BLE001 — recording never changes what the student's code does
+            pass
+        return out
+
+    def _record(self, func, args, kwargs, out) -> None:
+        if not args or not isinstance(args[0], Tensor) or args[0].dim() == 0:
+            return
+        x, name = args[0], getattr(func, "__name__", "").lstrip("_")
+        if name in _REDUCTIONS:
+            dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], Tensor) else None)
+            if len(args) > 1 and isinstance(args[1], Tensor):
+                return  # torch.max(a, b): element by element
+            dims = range(x.dim()) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
+            if any(int(d) % x.dim() == x.dim() - 1 for d in dims):
+                self.reduced.append(x.size(-1))
+            return
+        if not any(x is w for w in self.whole):
+            return
+        S = x.size(-1)
+        outputs = out if isinstance(out, (tuple, list)) else (out,)
+        for o in outputs:
+            if not isinstance(o, Tensor):
+                continue
+            if o.shape == x.shape:
+                self.whole.append(o)
+            elif name == "getitem":
+                width = _last_axis_width(x, args[1] if len(args) > 1 else None)
+                if width is not None and width < S:
+                    self.sliced.append(width)
+            elif o.dim() == x.dim() and o.shape[:-1] == x.shape[:-1] and o.size(-1) < S:
+                self.sliced.append(o.size(-1))
+
+
+def _last_axis_width(x: Tensor, index: Any) -> int | None:
+    """How many entries of ``x``'s last axis ``x[index]`` keeps (None: all of them, or unknown)."""
+    items = [i for i in (index if isinstance(index, tuple) else (index,)) if i is not None]
+    if items and items[-1] is Ellipsis:
+        return None
+    if not any(i is Ellipsis for i in items) and len(items) != x.dim():
+        return None
+    item, S = items[-1], x.size(-1)
+    if isinstance(item, bool):
+        return None
+    if isinstance(item, int) or (isinstance(item, Tensor) and item.dim() == 0 and not item.is_floating_point()):
+        return 1
+    if isinstance(item, slice):
+        return len(range(S)[item])
+    if isinstance(item, Tensor) and item.dtype == torch.bool:
+        return int(item.sum())
+    try:
+        return len(item)
+    except TypeError:
+        return None
+
+
+def _block_widths(S: int, block: int) -> list[int]:
+    return [min(block, S - start) for start in range(0, S, block)]
+
 
 @checker
 def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
-    """Check ``online_softmax(scores, block_size)``: scores (R, S) -> the softmax of each row."""
-    first = randn(3, 23, seed=30) * 4
-    first[0, 21] = 1000.0  # a huge score in the last, shorter block
-    first[1, :4] = 50.0  # the maximum in the first block
-    cases = [(randn(2, 9, seed=31) * 3, 7), (first, 4)]  # small scores first, then the huge one
+    """Check ``online_softmax(scores, block_size)``: scores (R, S) -> the softmax of each row, read in
+    blocks of ``block_size`` columns (the last one may be shorter) with a running maximum and sum."""
+    late = randn(3, 23, seed=30) * 4
+    late[0, 21] = 1000.0  # a huge score in the last, shorter block
+    late[1, :4] = 50.0  # the maximum in the first block
+    negative = torch.full((2, 10), -1000.0)  # every score far below 0: the running maximum must start at −∞
+    negative[1] += torch.arange(10.0)
+    cases = [(randn(2, 9, seed=31) * 3, 7), (late, 4), (negative, 3)]  # small scores first
     for scores, block in cases:
         expected = torch.softmax(scores, dim=-1)
-        got = _run(lang, online_softmax, (scores.clone(), block), _SOFTMAX_TOOLS, _ONLINE_WHY)
+        reads = _ColumnReads(scores)
+        with reads:
+            got = _run(lang, online_softmax, (scores, block), _SOFTMAX_TOOLS, _ONLINE_WHY)
         got = _float_answer(lang, got, expected)
+        S, allowed = scores.size(-1), set(_block_widths(scores.size(-1), block))
+        if reads.reduced and max(reads.reduced) > block:
+            return HINTS(lang, "online_whole_row", width=max(reads.reduced), block=block)
+        widths = reads.reduced or reads.sliced
+        if set(widths) - allowed:
+            return HINTS(
+                lang,
+                "online_ignores_block",
+                block=block,
+                columns=S,
+                expected=_words(lang, sorted(allowed, reverse=True)),
+                widths=_words(lang, sorted(set(widths), reverse=True)),
+            )
         if close(got, expected):
             continue
-        if not bool(torch.isfinite(got).all()):
-            return HINTS(lang, "online_overflow" if scores.abs().max() > 100 else "online_inverted")
-        per_block = torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1)
         wrongs = [
+            (_online_variant(scores, block, "zero_start"), "online_zero_start"),
             (_online_variant(scores, block, "no_rescale"), "online_no_rescale"),
             (_online_variant(scores, block, "inverted"), "online_inverted"),
-            (per_block, "online_per_block"),
+            (torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1), "online_per_block"),
             (_online_variant(scores, block, "missing"), "online_missing_block"),
             (torch.exp(scores - scores.amax(dim=-1, keepdim=True)), "online_unnormalised"),
         ]
         for wrong, key in wrongs:
-            if bool(torch.isfinite(wrong).all()) and close(got, wrong):
+            if not close(wrong, expected) and close(got, wrong):
                 return HINTS(lang, key)
+        if not bool(torch.isfinite(got).all()):
+            if scores.max() > 100:
+                return HINTS(lang, "online_overflow")
+            return HINTS(lang, "online_underflow" if scores.max() < -100 else "online_not_finite")
         return HINTS(lang, "online_other")
     return correct(
         lang,
         "Es la softmax, calculada por bloques como en FlashAttention.",
         "It is the softmax, computed in blocks as in FlashAttention.",
     )
+
+
+def _words(lang: str, numbers: list[int]) -> str:
+    """1, 2 and 3 / 1, 2 y 3."""
+    text = [str(n) for n in numbers]
+    return text[0] if len(text) == 1 else ", ".join(text[:-1]) + tr(lang, " y ", " and ") + text[-1]
+
+
+# --- exercise 4: RoPE's offset under a cache -------------------------------------------
+
+
+@explain(
+    "La caché guarda las claves de las posiciones 0 … S − 1, ya giradas cada una en la suya; len(cache) es S (el eje "
+    "1 de cache.k, y 0 cuando la caché aún está vacía y cache.k es None). El primer token nuevo es el siguiente de "
+    "la secuencia: su posición es S, y los siguientes de la misma llamada van en S + 1, S + 2… La capacidad de una "
+    "caché preasignada solo dice cuánto sitio le queda, no dónde va la secuencia.",
+    "The cache holds the keys of positions 0 … S − 1, each already turned at its own; len(cache) is S (axis 1 of "
+    "cache.k, and 0 while the cache is still empty and cache.k is None). The first new token is the sequence's "
+    "next: its position is S, and the next ones of the same call go at S + 1, S + 2… The capacity of a "
+    "preallocated cache only says how much room it has, not where the sequence is.",
+)
+def solution_rope_offset(cache):
+    return len(cache)
+
+
+def _filled_cache(stored: int, capacity: int, batch: int = 3, kv_heads: int = 2, d_head: int = 4) -> AttentionCache:
+    cache = AttentionCache(capacity=capacity)
+    if stored:
+        keys = randn(batch, stored, kv_heads, d_head, seed=40 + stored)
+        cache.update(keys, keys * 2)
+    return cache
+
+
+def _offset_answer(lang: str, got: Any) -> int:
+    """The answer as an int; anything else stops the check with its hint."""
+    if isinstance(got, Tensor) and got.numel() == 1 and not got.is_floating_point() and not got.is_complex():
+        if got.dtype != torch.bool:
+            return int(got)
+    if isinstance(got, int) and not isinstance(got, bool):
+        return got
+    shown = dtype_name(got) if isinstance(got, Tensor) else type(got).__name__
+    if isinstance(got, Tensor) and got.numel() != 1:
+        shown = tr(lang, f"un tensor de forma {tuple(got.shape)}", f"a tensor of shape {tuple(got.shape)}")
+    elif isinstance(got, float) or (isinstance(got, Tensor) and got.is_floating_point()):
+        shown = tr(lang, f"un número con decimales ({shown})", f"a number with decimals ({shown})")
+    raise stop(HINTS(lang, "offset_type", got=shown))
+
+
+@checker
+def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | None = None) -> Feedback:
+    """Check ``rope_offset(cache)``: the position RoPE turns the first new token to, for one layer's
+    preallocated :class:`~minitransformer.kv_cache.AttentionCache` (no padding).
+
+    Caches of several lengths S and capacities C (B = 3, Hkv = 2, chosen so that every mistake gives
+    other numbers) are tried first, the empty one last.
+    """
+    batch, kv_heads = 3, 2
+    filled = [(5, 9), (7, 16), (12, 13)]  # (S, C)
+    got, expected = [], []
+    for stored, capacity in filled:
+        got.append(_offset_answer(lang, attempt(lang, rope_offset, _filled_cache(stored, capacity))))
+        expected.append(stored)
+    if got == expected:
+        try:
+            empty = _offset_answer(lang, attempt(lang, rope_offset, _filled_cache(0, 6)))
+        except Unfinished:
+            return HINTS(lang, "offset_empty")
+        if empty == 0:
+            return correct(
+                lang,
+                "Es el desplazamiento con el que `ModernTransformer` gira los tokens nuevos: las posiciones ya "
+                "guardadas.",
+                "It is the offset `ModernTransformer` turns the new tokens with: the positions already stored.",
+            )
+        got, expected = got + [empty], expected + [0]
+        filled = filled + [(0, 6)]
+    wrongs = [
+        ([0 for _ in filled], "offset_zero"),
+        ([c for _, c in filled], "offset_capacity"),
+        ([s + 1 for s, _ in filled], "offset_plus_one"),
+        ([s - 1 for s, _ in filled], "offset_minus_one"),
+        ([c - s for s, c in filled], "offset_room"),
+        ([batch for _ in filled], "offset_batch"),
+        ([kv_heads for _ in filled], "offset_heads"),
+    ]
+    for wrong, key in wrongs:
+        if got == wrong:
+            return HINTS(lang, key)
+    return HINTS(lang, "offset_other", expected=_words(lang, expected), got=_words(lang, got))

@@ -79,6 +79,7 @@ register("09.cached_attention", "generation", "check_cached_attention", "solutio
 register("10.rope", "modern", "check_rope", "solution_rope")
 register("10.swiglu", "modern", "check_swiglu", "solution_swiglu")
 register("10.online_softmax", "modern", "check_online_softmax", "solution_online_softmax")
+register("10.rope_offset", "modern", "check_rope_offset", "solution_rope_offset")
 register("11.count_pairs", "tokens", "check_count_pairs", "solution_my_count_pairs")
 register("11.merge", "tokens", "check_merge", "solution_my_merge")
 register("11.encode", "tokens", "check_encode", "solution_my_encode")

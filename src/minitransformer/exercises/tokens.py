@@ -367,7 +367,7 @@ _COUNT_MISTAKES: list[tuple[Callable[[list[Ids]], dict], str]] = [
 
 
 @checker
-def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str = "es") -> Feedback:
+def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -> Feedback:
     """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids)."""
     cases = _count_cases()
 
@@ -477,7 +477,7 @@ _MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = 
 
 
 @checker
-def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str = "es") -> Feedback:
+def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None = None) -> Feedback:
     """``fn(ids, pair, new_id)`` -> ``ids`` with every occurrence of ``pair``, from left to right,
     replaced by ``new_id``."""
     cases = _merge_cases()
@@ -574,7 +574,7 @@ _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
 
 
 @checker
-def check_encode(fn: Callable[[str, Merges], Any], lang: str = "es") -> Feedback:
+def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> Feedback:
     """``fn(word, merges)`` -> the token ids of ``word`` (one piece of text): its UTF-8 bytes as
     ids, then each merge ``((a, b), new_id)`` applied in order."""
     cases = _encode_cases()

@@ -7,10 +7,14 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from ..i18n import check_lang, tr
-from .style import number_ticks, to_numpy
+from ..ablation import Verdict, verdicts
+from ..i18n import check_lang, error, tr
+from ..modern import power_law_fit
+from .style import localise, number_ticks, to_numpy
 
 __all__ = ["plot_rope_scores", "plot_attention_cost", "plot_ablation"]
 
@@ -34,7 +38,7 @@ def plot_rope_scores(scores, lang: str = "es", title: str | None = None) -> Figu
     ax.spines[:].set_visible(False)
     cbar = fig.colorbar(im, ax=ax, shrink=0.85, label=tr(lang, "puntuación", "score"))
     cbar.ax.yaxis.set_major_formatter(number_ticks(lang))
-    return fig
+    return localise(fig, lang)
 
 
 def plot_attention_cost(
@@ -43,27 +47,46 @@ def plot_attention_cost(
     memory: Mapping[str, Sequence[float]],
     lang: str = "es",
 ) -> Figure:
-    """Time (ms) and memory (MiB) of attention against the sequence length, log-log.
+    """Time (ms, measured) and memory (MiB, computed from the tensors' shapes) of attention against
+    the sequence length, log-log.
 
     Args:
         lengths: the lengths T measured.
         times: label -> milliseconds per call at each length.
         memory: label -> MiB at each length.
-    A dashed line of slope 2 (∝ T²) goes through the first time curve's last point.
+    Each time curve gets its least-squares line in log-log (:func:`~minitransformer.modern.power_law_fit`),
+    dashed, its slope in the legend (2 would be ∝ T²).
     """
     check_lang(lang)
     T = np.asarray(lengths, dtype=float)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
     panels = [
-        (axes[0], times, tr(lang, "tiempo por llamada (ms)", "time per call (ms)"), tr(lang, "Tiempo", "Time")),
-        (axes[1], memory, tr(lang, "memoria (MiB)", "memory (MiB)"), tr(lang, "Memoria", "Memory")),
+        (
+            axes[0],
+            times,
+            tr(lang, "tiempo por llamada (ms)", "time per call (ms)"),
+            tr(lang, "Tiempo (medido)", "Time (measured)"),
+        ),
+        (
+            axes[1],
+            memory,
+            tr(lang, "memoria (MiB)", "memory (MiB)"),
+            tr(lang, "Memoria (calculada: elementos × bytes)", "Memory (computed: elements × bytes)"),
+        ),
     ]
     for ax, curves, ylabel, title in panels:
         for label, ys in curves.items():
-            ax.plot(T, to_numpy(ys), "o-", lw=2, label=label)
-        if curves is times:
-            first = to_numpy(next(iter(curves.values())))
-            ax.plot(T, first[-1] * (T / T[-1]) ** 2, "--", color="grey", label="∝ $T^2$")
+            (line,) = ax.plot(T, to_numpy(ys), "o-", lw=2, label=label)
+            if curves is times:
+                slope, factor = power_law_fit(T, to_numpy(ys))
+                ax.plot(
+                    T,
+                    factor * T**slope,
+                    "--",
+                    color=line.get_color(),
+                    alpha=0.7,
+                    label=tr(lang, f"ajuste: pendiente {slope:.2f}", f"fit: slope {slope:.2f}"),
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(T, [str(int(t)) for t in T])
@@ -72,45 +95,62 @@ def plot_attention_cost(
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(alpha=0.3, which="both")
-        ax.legend()
-    return fig
+        ax.legend(fontsize="small")
+    return localise(fig, lang)
+
+
+_CALL_COLOURS = {"worse": "#fc9272", "better": "#a1d99b", "undecided": "#d9d9d9"}
 
 
 def plot_ablation(
-    results: Mapping[str, Sequence[float]], labels: Mapping[str, str], lang: str = "es", title: str | None = None
+    results: Mapping[str, Sequence[float]],
+    labels: Mapping[str, str],
+    floor: float,
+    lang: str = "es",
+    title: str | None = None,
 ) -> Figure:
-    """Validation loss per variant: each seed as a dot, the mean as a bar.
+    """Held-out loss above the corpus's floor per variant: each seed a dot, the mean a bar, coloured
+    by the verdict of :func:`~minitransformer.ablation.verdicts` against the modern model.
 
     Args:
-        results: variant name -> validation loss per seed.
+        results: variant name -> held-out loss per seed (the seeds in the same order for every variant).
         labels: variant name -> the label to show.
+        floor: the corpus's floor, subtracted from every loss (log scale).
     """
     check_lang(lang)
     names = list(results)
-    fig, ax = plt.subplots(figsize=(9, 0.55 * len(names) + 1.5), layout="constrained")
+    calls = verdicts(dict(results))
+    excess = {n: to_numpy(results[n]) - floor for n in names}
+    if min(float(v.min()) for v in excess.values()) <= 0:
+        raise error(
+            "una pérdida no queda por encima del suelo: no cabe en la escala logarítmica",
+            "a loss is not above the floor: it does not fit the log scale",
+        )
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(names) + 2), layout="constrained")
     y = np.arange(len(names))[::-1]
-    means = [float(np.mean(results[n])) for n in names]
-    ax.barh(y, means, color="#9ecae1", height=0.6)
     for yi, n in zip(y, names):
-        values = to_numpy(results[n])
-        ax.plot(values, np.full(len(values), yi), "o", color="#08519c", ms=5)
+        call = calls[n].call if n in calls else None
+        ax.barh(yi, float(np.mean(excess[n])), color=_CALL_COLOURS.get(call, "#9ecae1"), height=0.6)
+        ax.plot(excess[n], np.full(len(excess[n]), yi), "o", color="#08519c", ms=4)
     ax.set_yticks(y, [labels.get(n, n) for n in names])
     ax.set_xscale("log")
-    ticks = [
-        t for t in (0.25, 0.5, 1, 2, 4, 8, 16, 32) if min(means) / 2 <= t <= 2 * max(max(results[n]) for n in names)
-    ]
-    ax.set_xticks(ticks)
+    low = min(float(v.min()) for v in excess.values())
+    ax.set_xlim(left=10 ** np.floor(np.log10(low)))  # from the decade below the smallest excess: its tick shows
     ax.xaxis.set_major_formatter(number_ticks(lang))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(
-        tr(
-            lang,
-            "pérdida de validación (escala logarítmica; puntos: semillas)",
-            "validation loss (log scale; dots: seeds)",
-        )
+        tr(lang, "pérdida en líneas no vistas − suelo (nats/token)", "loss on unseen lines − floor (nats/token)")
     )
+    handles = [
+        Patch(color=_CALL_COLOURS["worse"], label=Verdict("", 0, 0, 0, 0, 0, "worse").label(lang)),
+        Patch(color=_CALL_COLOURS["better"], label=Verdict("", 0, 0, 0, 0, 0, "better").label(lang)),
+        Patch(color=_CALL_COLOURS["undecided"], label=Verdict("", 0, 0, 0, 0, 0, "undecided").label(lang)),
+        Patch(color="#9ecae1", label=tr(lang, "referencia", "reference")),
+        Line2D([], [], ls="", marker="o", color="#08519c", ms=4, label=tr(lang, "una semilla", "one seed")),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small", frameon=False)
     ax.set_title(
         title if title is not None else tr(lang, "Ablación: un cambio cada vez", "Ablation: one change at a time")
     )
     ax.grid(alpha=0.3, axis="x", which="both")
-    return fig
+    return localise(fig, lang)
