@@ -283,9 +283,7 @@ def _comments_and_docstrings(code: str) -> list[str]:
     return texts + [ast.get_docstring(f) for f in functions if ast.get_docstring(f)]
 
 
-# Notebook 10's solutions (exercises/modern.py) are being rewritten in parallel; they join this test
-# once their comments follow the «es|en» convention.
-@pytest.mark.parametrize("name", [n for n in EXERCISES if not n.startswith("10.")])
+@pytest.mark.parametrize("name", EXERCISES)
 def test_the_spanish_solution_has_no_english_comment_or_docstring(name):
     """A comment or docstring with words (not only shapes such as "# (B, H, T, S)") is written in each
     language: the Spanish code shows the Spanish one."""

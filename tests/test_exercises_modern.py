@@ -516,7 +516,7 @@ def test_shown_solutions_hold_no_english_prose_in_spanish(name):
     from minitransformer.exercises import show_solution
 
     code = show_solution(name, lang="es").code
-    function = ast.parse(code).body[0]
+    function = next(node for node in ast.parse(code).body if isinstance(node, ast.FunctionDef))  # after the imports
     assert ast.get_docstring(function) is None
     for comment in re.findall(r"#(.*)", code):
         assert not re.search(r"[A-Za-z]{3,}", comment.replace("block_size", "")), comment

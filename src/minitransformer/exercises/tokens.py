@@ -192,7 +192,7 @@ HINTS = Hints(
     "cross from one word to another, and every occurrence counts, overlapping ones too.",
 )
 def solution_my_count_pairs(words):
-    """Count each adjacent pair inside each word."""
+    """«Cuenta cada par de ids vecinos dentro de cada palabra.|Count each adjacent pair inside each word.»"""
     counts = {}
     for ids in words:
         for pair in zip(ids, ids[1:]):
@@ -207,7 +207,7 @@ def solution_my_count_pairs(words):
     "skipped; otherwise the id is copied and the index moves by one. With `a a a` you get `new a`.",
 )
 def solution_my_merge(ids, pair, new_id):
-    """Replace every occurrence of pair, from left to right, by new_id."""
+    """«Sustituye cada aparición de pair, de izquierda a derecha, por new_id.|Replace every occurrence of pair, from left to right, by new_id.»"""
     out, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
@@ -228,11 +228,11 @@ def solution_my_merge(ids, pair, new_id):
     "created, which is why the order matters.",
 )
 def solution_my_encode(word, merges):
-    """The token ids of one piece of text under a list of merges, applied in order."""
+    """«Los ids de los tokens de un trozo de texto con una lista de fusiones, aplicadas en orden.|The token ids of one piece of text under a list of merges, applied in order.»"""
     from minitransformer.tokenizer import BYTE_ID
 
     ids = [BYTE_ID[b] for b in word.encode("utf-8")]
-    for (a, b), new_id in merges:  # in the order they were learned
+    for (a, b), new_id in merges:  # «en el orden en que se aprendieron|in the order they were learned»
         out, i = [], 0
         while i < len(ids):
             if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
