@@ -392,6 +392,6 @@ def test_reference_run_ships_in_the_package_and_matches_the_recipe():
     # A change to the recipe (or the task) must come with a new reference: tools/make_reference.py.
     assert ref.meta["seed"] == 0 and ref.meta["recipe"] == dataclasses.asdict(NUMBER_RECIPE)
     assert tuple(sorted(ref.snapshots)) == REFERENCE_SNAPSHOTS
-    test = ref.data.splits["test"][:300]
-    final, half = evaluate_numbers(ref, test), evaluate_numbers(ref.snapshot(100), test)
-    assert final.accuracy >= 0.98 and half.accuracy < 0.5
+    test = ref.data.splits["test"][-300:]  # the six-digit numbers
+    final, early = evaluate_numbers(ref, test), evaluate_numbers(ref.snapshot(100), test)
+    assert final.accuracy >= 0.98 and early.accuracy < final.accuracy - 0.1  # notebook 07: a model still learning
