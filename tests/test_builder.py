@@ -3,6 +3,7 @@ unchanged cells, `run NN` for one pair, and `import` of an edit made in JupyterL
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -285,6 +286,39 @@ def test_run_executes_with_a_kernel_and_a_rebuild_keeps_what_it_stored(repo):
     nbt.build(["02"], verbose=False)
     cells = read(path(repo, "02", "en")).cells
     assert [o.text for o in cells[-2].outputs] == ["6\n"] and cells[-1].outputs == []
+
+
+TRAINING = """<!-- meta -->
+es: entrenar | Entrenar
+en: training | Training
+
+<!-- code -->
+```python
+from minitransformer.data import ReverseDigits
+from minitransformer.model import Transformer, TransformerConfig
+from minitransformer.train import train
+
+task = ReverseDigits(1, 3)
+config = TransformerConfig(src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32, n_layers=1,
+                           dropout=0.0, max_len=16)
+history = train(Transformer(config), lambda: task.train_batch(4), 60, warmup=2, desc=«"invertir"|"reverse"»)
+```
+"""
+
+
+@pytest.mark.slow
+def test_run_stores_the_finished_progress_bar(repo):
+    # The bar is a widget while it runs; the stored notebook keeps its text at the end of the
+    # run (100 %, the last loss in the notebook's language), without a widget view nobody can restore.
+    (repo / "notebooks" / "source" / "03_training.md").write_text(TRAINING, encoding="utf-8")
+    assert nbt.main(["run", "03"]) == 0
+    for lang, label, loss in (("es", "invertir", "pérdida"), ("en", "reverse", "loss")):
+        (output,) = read(path(repo, "03", lang)).cells[-1].outputs
+        assert list(output.data) == ["text/plain"]
+        assert re.fullmatch(
+            rf"{label}: 100%\|█+\| 60/60 \[[\d:]+<00:00, {loss}=\d+[.,]\d{{3}}\]", output.data["text/plain"]
+        )
+        assert ("," in output.data["text/plain"].split("=")[-1]) == (lang == "es")
 
 
 def test_contributing_shows_the_loop_with_commands_that_exist():

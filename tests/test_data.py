@@ -196,6 +196,8 @@ def test_vocab_round_trip_and_specials():
 def test_pad_sequences():
     x = pad_sequences([[5, 6, 7], [8]], pad_id=0)
     assert x.tolist() == [[5, 6, 7], [8, 0, 0]] and x.dtype == torch.long
+    y = pad_sequences([torch.tensor([4]), (9, 9)], pad_id=1)  # tensors and tuples, another pad id
+    assert y.tolist() == [[4, 1], [9, 9]] and y.dtype == torch.long
     with pytest.raises(ValueError):
         pad_sequences([[1], []])
 

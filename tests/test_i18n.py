@@ -280,3 +280,21 @@ def test_mistake_kinds_print_in_the_readers_language():
     assert mistake_kinds_text(kinds, "es") == "faltan palabras: 1 · sobran palabras: 2 · cambia una palabra: 3"
     assert mistake_kinds_text(kinds, "en") == "missing words: 1 · extra words: 2 · a word changed: 3"
     assert mistake_kinds_text({"extra": 4}, "es") == "sobran palabras: 4"
+
+
+def test_yes_no_answers_in_the_readers_language(language):
+    assert (i18n.yes_no(True, "es"), i18n.yes_no(False, "es")) == ("sí", "no")
+    assert (i18n.yes_no(True, "en"), i18n.yes_no(False, "en")) == ("yes", "no")
+    language("es")
+    assert i18n.yes_no(torch.tensor(True).item()) == "sí" and i18n.yes_no(0 > 1) == "no"
+    language("en")
+    assert i18n.yes_no(1 > 0) == "yes"
+
+
+def test_the_glossary_gives_each_sense_of_nucleo_its_own_term():
+    g = i18n.GLOSSARY
+    assert g["CPU core"] == "núcleo" and g["kernel"] == "kernel"
+    assert g["top-p sampling"] == "muestreo top-p" and g["nucleus sampling"].startswith("muestreo top-p")
+    assert g["is cached"] == "se guarda en caché"
+    assert [en for en, es in g.items() if es == "núcleo"] == ["CPU core"]  # no other term is «núcleo»
+    assert not any("cachea" in es for es in g.values())

@@ -207,8 +207,32 @@ def test_training_learns_the_reverse_task():
     assert sum(h.loss[-10:]) / 10 < 0.6 * sum(h.loss[:10]) / 10
 
 
-def test_checkpoint_round_trip(tmp_path):
-    trained = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
+@pytest.fixture(scope="module")
+def tiny():
+    """The tiny translator of seed 0 with its snapshot after 3 steps, trained once for the tests that only read it."""
+    return train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY, snapshot_steps=(3,))
+
+
+def test_default_adam_is_the_single_tensor_adam_bit_for_bit():
+    # train() steps Adam over all the tensors at once (foreach): the same numbers as one tensor at a time
+    def run(make_optimizer):
+        torch.manual_seed(0)
+        task = ReverseDigits(1, 4)
+        config = TransformerConfig(
+            src_vocab_size=14, tgt_vocab_size=14, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0, max_len=16
+        )
+        model = Transformer(config)
+        h = train(model, lambda: task.train_batch(8), 12, warmup=3, progress=False, make_optimizer=make_optimizer)
+        return h.loss, list(model.state_dict().values())
+
+    default = run(None)
+    single = run(lambda params: torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.98), eps=1e-9, foreach=False))
+    assert default[0] == single[0]
+    assert all(torch.equal(a, b) for a, b in zip(default[1], single[1]))
+
+
+def test_checkpoint_round_trip(tmp_path, tiny):
+    trained = tiny
     path = save_checkpoint(tmp_path / "sub" / "model.pt", trained)
     assert [p.name for p in path.parent.iterdir()] == ["model.pt"]  # no temporary file left
     raw = torch.load(path, weights_only=True)  # only tensors and primitive containers
@@ -225,8 +249,8 @@ def test_checkpoint_round_trip(tmp_path):
     assert loaded.translate(["veintiún mil"]) == trained.translate(["veintiún mil"])
 
 
-def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    trained = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch, tiny):
+    trained = tiny
     path = save_checkpoint(tmp_path / "model.pt", trained)
     before = path.read_bytes()
 
@@ -256,8 +280,8 @@ def test_load_or_train(tmp_path, monkeypatch):
     assert calls == [1]  # a different recipe trains again
 
 
-def test_retraining_gives_the_same_model():
-    a = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
+def test_retraining_gives_the_same_model(tiny):
+    a = tiny
     b = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY)
     assert a.history.loss == b.history.loss
     assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
@@ -326,8 +350,8 @@ def test_keep_best_ends_with_the_lowest_validation_loss():
         train(model, lambda: task.train_batch(16), 2, keep_best=True, progress=False)
 
 
-def test_snapshots_hold_the_weights_of_that_step():
-    six = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY, snapshot_steps=(3,))
+def test_snapshots_hold_the_weights_of_that_step(tiny):
+    six = tiny
     three = train_number_translator(seed=0, device="cpu", progress=False, recipe=dataclasses.replace(TINY, steps=3))
     early = six.snapshot(3)
     for (k, a), b in zip(early.model.state_dict().items(), three.model.state_dict().values()):
@@ -337,8 +361,8 @@ def test_snapshots_hold_the_weights_of_that_step():
     )
 
 
-def test_snapshots_survive_a_checkpoint(tmp_path):
-    trained = train_number_translator(seed=0, device="cpu", progress=False, recipe=TINY, snapshot_steps=(3,))
+def test_snapshots_survive_a_checkpoint(tmp_path, tiny):
+    trained = tiny
     loaded = load_checkpoint(save_checkpoint(tmp_path / "m.pt", trained), device="cpu")
     assert set(loaded.snapshots) == {3}
     for a, b in zip(loaded.snapshot(3).model.state_dict().values(), trained.snapshot(3).model.state_dict().values()):
@@ -368,6 +392,6 @@ def test_reference_run_ships_in_the_package_and_matches_the_recipe():
     # A change to the recipe (or the task) must come with a new reference: tools/make_reference.py.
     assert ref.meta["seed"] == 0 and ref.meta["recipe"] == dataclasses.asdict(NUMBER_RECIPE)
     assert tuple(sorted(ref.snapshots)) == REFERENCE_SNAPSHOTS
-    test = ref.data.splits["test"][:300]
-    final, half = evaluate_numbers(ref, test), evaluate_numbers(ref.snapshot(100), test)
-    assert final.accuracy >= 0.98 and half.accuracy < 0.5
+    test = ref.data.splits["test"][-300:]  # the six-digit numbers
+    final, early = evaluate_numbers(ref, test), evaluate_numbers(ref.snapshot(100), test)
+    assert final.accuracy >= 0.98 and early.accuracy < final.accuracy - 0.1  # notebook 07: a model still learning

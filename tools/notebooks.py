@@ -69,6 +69,7 @@ _ES_SIDE = r"(?:[^«»|]|«[^«»|]*»)*"
 INLINE = re.compile(rf"«({_ES_SIDE})\|([^«»|]*)»")
 SWAP = re.compile(r"«(?:[^«»]|«[^«»]*»)*»")
 IMAGE = re.compile(r"!\[([^\]]*)\]\((img/[^)\s]+)\)")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 # The profiles a notebook's cells are classified under (``numerics``): CI's second leg (one thread,
 # another seed, MKL's own choice of path), and PyTorch's plain CPU kernels on three threads at the
@@ -653,6 +654,10 @@ def execute(path: Path, timeout: int = 900, profile: dict[str, str] | None = Non
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["metadata"] = {}
+            for output in cell["outputs"]:
+                # Widget state is not stored, so a widget view (a progress bar) would show an error
+                # where it is opened; its text, which train() updates to the finished bar, stays.
+                output.get("data", {}).pop(WIDGET_VIEW, None)
     nbformat.write(nb, path)
     return seconds
 

@@ -257,10 +257,9 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0) -> Tensor:
             "pad_sequences necesita al menos una secuencia y ninguna vacía",
             "pad_sequences needs at least one sequence and no empty sequence",
         )
-    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-    return out
+    rows = [s.tolist() if isinstance(s, Tensor) else list(s) for s in seqs]
+    longest = max(len(r) for r in rows)
+    return torch.tensor([r + [pad_id] * (longest - len(r)) for r in rows], dtype=torch.long)
 
 
 @dataclass
@@ -421,7 +420,7 @@ class ReverseDigits:
     """Digit sequences of length ``min_len``..``max_len`` → the same digits reversed.
 
     Source and target share one vocabulary: the specials and the digits "0".."9".
-    With 10^L sequences of length L, a batch almost never repeats one seen before.
+    There are 10^L sequences of length L: the long ones almost never repeat, the short ones do.
     """
 
     def __init__(self, min_len: int = 1, max_len: int = 8, seed: int = 0):

@@ -21,6 +21,7 @@ __all__ = [
     "decimal",
     "decimal_commas",
     "integer",
+    "yes_no",
 ]
 
 LANGS = ("es", "en")
@@ -108,7 +109,13 @@ GLOSSARY: dict[str, str] = {
     "sampling": "muestreo",
     "temperature": "temperatura",
     "top-k sampling": "muestreo top-k",
+    # «núcleo» is a CPU core and nothing else: a compute kernel stays «kernel» («los kernels»),
+    # nucleus sampling is «muestreo top-p»; nothing «se cachea», it «se guarda en caché».
+    "top-p sampling": "muestreo top-p",
     "nucleus sampling": "muestreo top-p (muestreo de núcleo)",
+    "CPU core": "núcleo",
+    "kernel": "kernel",
+    "is cached": "se guarda en caché",
     "key-value cache": "caché de claves y valores (KV cache)",
     "rotary positional embedding": "codificación posicional rotatoria (RoPE)",
     "grouped-query attention": "atención con consultas agrupadas",
@@ -204,3 +211,10 @@ def integer(n: int) -> str:
     both languages (as the SI writes them: a comma or a point would read as a decimal sign in the
     other language)."""
     return f"{int(n):,}".replace(",", " ")
+
+
+def yes_no(value: bool, lang: str | None = None) -> str:
+    """A yes/no answer in the reader's language: «sí»/«no» in Spanish, "yes"/"no" in English
+    (a printed ``True``/``False`` would be English in a Spanish notebook). ``lang`` defaults to
+    the language of the package's messages."""
+    return ("sí" if value else "no") if (lang or _language) == "es" else ("yes" if value else "no")

@@ -163,8 +163,6 @@ def train(
     Returns:
         the :class:`History`.
     """
-    from tqdm.auto import tqdm
-
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
 
@@ -173,7 +171,8 @@ def train(
         return label_smoothed_cross_entropy(logits, batch.tgt_out, label_smoothing, model.config.pad_id)
 
     def adam(parameters: Iterator[nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.Adam(parameters, lr=1.0, betas=betas, eps=1e-9)
+        # foreach: one call per step for all the tensors, the same numbers as one call per tensor
+        return torch.optim.Adam(parameters, lr=1.0, betas=betas, eps=1e-9, foreach=True)
 
     loss_fn = loss_fn or translator_loss
     optimizer = (make_optimizer or adam)(model.parameters())
@@ -185,8 +184,7 @@ def train(
         raise error("keep_best necesita un val_batch", "keep_best needs a val_batch")
     best_loss, best_state = math.inf, None
     start, cpu_start = time.perf_counter(), time.process_time()
-    desc = desc if desc is not None else say("entrenamiento", "training")
-    bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, mininterval=1.0)
+    bar = _ProgressBar(steps, desc if desc is not None else say("entrenamiento", "training"), progress)
     for step in bar:
         model.train()
         loss = loss_fn(model, next_batch().to(device))
@@ -207,14 +205,51 @@ def train(
         if callback is not None:
             callback(step, model)
         if step % 50 == 0 or step == steps:
-            bar.set_postfix_str(f"{say('pérdida', 'loss')}={decimal(history.loss[-1], 3)}", refresh=False)
-    bar.close()
+            bar.set_postfix_str(f"{say('pérdida', 'loss')}={decimal(history.loss[-1], 3)}")
+    bar.finish()
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
     history.seconds = time.perf_counter() - start
     history.cpu_seconds = time.process_time() - cpu_start
     return history
+
+
+class _ProgressBar:
+    """A ``tqdm`` bar over the steps 1..``steps`` (a widget in a notebook, text elsewhere).
+
+    In a notebook the widget is shown with a display id and shown again, finished, by
+    :meth:`finish`: a saved notebook then keeps the bar at 100 % with its last loss, not the
+    empty bar it was drawn with. The bar shows no rate (``it/s``, with its decimal point).
+    """
+
+    FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+
+    def __init__(self, steps: int, desc: str, enabled: bool):
+        from tqdm.auto import tqdm
+
+        widget = enabled and any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
+        extra = {"display": False} if widget else {}
+        self.bar = tqdm(
+            range(1, steps + 1), desc=desc, disable=not enabled, mininterval=1.0, bar_format=self.FORMAT, **extra
+        )
+        self.handle = None
+        if widget:
+            from IPython.display import display
+
+            self.handle = display(self.bar.container, display_id=True)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.bar)
+
+    def set_postfix_str(self, text: str) -> None:
+        self.bar.set_postfix_str(text, refresh=False)
+
+    def finish(self) -> None:
+        self.bar.close()
+        if self.handle is not None:  # the same widget, with the finished bar as its text
+            bundle = getattr(self.bar.container, "_repr_mimebundle_", dict)()
+            self.handle.update({**bundle, "text/plain": str(self.bar)}, raw=True)
 
 
 @torch.no_grad()

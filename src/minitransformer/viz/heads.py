@@ -350,6 +350,8 @@ def plot_alignment(
     for r, (w, s, t) in enumerate(zip(examples, src_tokens, tgt_tokens)):
         _draw_lines(axes[r, 0], w, list(t), list(s), lang)
         im = heatmap(w, axes[r, 1], list(s), list(t), vmin=0.0, vmax=1.0, annotate=True)
+        for value in axes[r, 1].texts:  # inside the cells: nothing for the layout to measure
+            value.set_in_layout(False)
         axes[r, 1].set_xlabel(tr(lang, "claves: palabras en español", "keys: Spanish words"))
         axes[r, 1].set_ylabel(tr(lang, "consultas", "queries"))
         if titles is not None:
@@ -398,8 +400,9 @@ def plot_head_scores(
             ax.axis("off")
             continue
         im = heatmap(arrays[k], ax, vmin=0.0, vmax=top, annotate=True, fmt="{:.2f}")
-        for t in ax.texts:
+        for t in ax.texts:  # values inside the cells: they never widen the layout, so it need not measure them
             t.set_fontsize(8)
+            t.set_in_layout(False)
         ax.set_xticks(range(H), labels=[str(h) for h in range(H)], rotation=0, ha="center")
         ax.set_yticks(range(L), labels=[str(layer) for layer in range(L)])
         ax.set_xlabel(tr(lang, "cabeza", "head"))
