@@ -6,7 +6,8 @@ embeddings, RMSNorm instead of LayerNorm, a SwiGLU feed-forward network, pre-nor
 biases, and grouped-query attention (several query heads share one key/value head).
 :func:`from_llama` copies the weights of ``transformers``' ``LlamaForCausalLM`` into a
 :class:`ModernTransformer`. Every choice is a switch of :class:`ModernConfig`, so an
-ablation can change one at a time.
+ablation can change one at a time. The model generates with :func:`~minitransformer.gpt.generate`
+and the key-value cache, as GPT does (``new_cache()``, ``forward(tokens, cache=...)``).
 
 Letters: B batch, T length (queries), S length (keys), D d_model, H query heads,
 Hkv key/value heads, G = H / Hkv query heads per key/value head, Dh d_head, V vocabulary.
