@@ -209,6 +209,27 @@ def test_training_learns_the_corpus_quickly():
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
 
 
+def test_training_steps_adamw_over_all_tensors_with_the_numbers_of_one_at_a_time(monkeypatch):
+    """train_gpt's AdamW steps every tensor in one call (foreach, cheaper): bit for bit what the
+    one-tensor-at-a-time loop gives."""
+    corpus = CountingCorpus(40, max_count=4)
+
+    def run():
+        torch.manual_seed(0)
+        config = GPTConfig(vocab_size=len(corpus.vocab), max_len=32, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+        model = GPT(config)
+        rng = random.Random(0)
+        losses = train_gpt(model, lambda: corpus.batch(8, rng), 12, warmup=3, progress=False)
+        return losses, list(model.state_dict().values())
+
+    default = run()
+    adamw = torch.optim.AdamW
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **k: adamw(*a, **{**k, "foreach": False}))
+    single = run()
+    assert default[0] == single[0]
+    assert all(torch.equal(a, b) for a, b in zip(default[1], single[1]))
+
+
 BAD = [
     (lambda m: m(torch.randint(1, 40, (1, 65))), "max_len", "max_len"),
     (lambda m: generate(m, torch.randint(1, 40, (1, 60)), 10), "contexto", "context"),
