@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from generation_runs import generation_runs, padded_prompt
 
 from minitransformer.attention import MultiHeadAttention, causal_mask
 from minitransformer.decoding import greedy_decode
@@ -77,22 +78,9 @@ def test_gpt_cache_logits_equal_full_forward(lengths):
 @pytest.mark.parametrize("temperature, top_k, top_p", [(0.0, None, None), (1.0, None, None), (0.8, 5, 0.9)])
 def test_gpt_generation_identical_with_and_without_cache(new_tokens, temperature, top_k, top_p):
     model = gpt(seed=new_tokens)
-    prompt = torch.randint(1, 30, (4, 6))
-    prompt[0, :3] = 0  # left padding: a shorter prompt
-    prompt[2, :5] = 0
-    runs = [
-        generate(
-            model,
-            prompt,
-            new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            generator=torch.Generator().manual_seed(1),
-            use_cache=c,
-        )
-        for c in (True, False)
-    ]
+    prompt = padded_prompt()
+    variants = (dict(use_cache=True), dict(use_cache=False))
+    runs = generation_runs(model, prompt, new_tokens, 1, variants, temperature=temperature, top_k=top_k, top_p=top_p)
     assert torch.equal(runs[0], runs[1])
     assert runs[0].shape == (4, 6 + new_tokens)
     assert not bool((runs[0][:, 6:] == 0).any())  # padding is never generated

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from generation_runs import generation_runs, padded_prompt
 
 from minitransformer.gpt import generate
 from minitransformer.kv_cache import cache_bytes
@@ -94,22 +95,9 @@ def test_a_cached_forward_refuses_a_mask_or_positions(lang, language):
 )
 def test_generation_identical_with_and_without_the_cache(temperature, top_k, top_p):
     model = modern(seed=1)
-    prompt = torch.randint(1, 30, (4, 6))
-    prompt[0, :3] = 0  # left padding: a shorter prompt
-    prompt[2, :5] = 0
-    runs = [
-        generate(
-            model,
-            prompt,
-            30,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            generator=torch.Generator().manual_seed(2),
-            **kwargs,
-        )
-        for kwargs in (dict(use_cache=True), dict(use_cache=False), dict(preallocate=True))
-    ]
+    prompt = padded_prompt()
+    variants = (dict(use_cache=True), dict(use_cache=False), dict(preallocate=True))
+    runs = generation_runs(model, prompt, 30, 2, variants, temperature=temperature, top_k=top_k, top_p=top_p)
     assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
     assert runs[0].shape == (4, 36) and not bool((runs[0][:, 6:] == 0).any())  # padding is never generated
 

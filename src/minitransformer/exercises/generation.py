@@ -457,19 +457,25 @@ def _first_named(diagnoses: list[tuple[Feedback, bool]], success: Feedback) -> F
     return (named or [fb for fb, _ in diagnoses] or [success])[0]
 
 
+def _filter_diagnoses(lang, fn, cases, reference, mistake) -> list[tuple[Feedback, bool]]:
+    """For each case (logits, k or p) where the student's filter keeps other tokens than the
+    package's ``reference``, the diagnosis ``mistake`` gives (with whether it names the mistake)."""
+    diagnoses = []
+    for logits, knob in cases:
+        got = _run_filter(lang, fn, logits, knob)
+        want = reference(logits, knob).double()
+        kept = _kept(lang, got, logits, want)
+        if not torch.equal(kept, want.isfinite()):
+            diagnoses.append(mistake(lang, kept, want.isfinite(), logits, knob))
+    return diagnoses
+
+
 @checker
 def check_top_k(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, k)``: logits (B, V) -> logits with all but the k largest of each row
     (and ties with the k-th) set to -inf."""
-    diagnoses = []
-    for logits, k in _top_k_cases():
-        got = _run_filter(lang, fn, logits, k)
-        want = top_k_filter(logits, k).double()
-        kept = _kept(lang, got, logits, want)
-        if not torch.equal(kept, want.isfinite()):
-            diagnoses.append(_top_k_mistake(lang, kept, want.isfinite(), logits, k))
     return _first_named(
-        diagnoses,
+        _filter_diagnoses(lang, fn, _top_k_cases(), top_k_filter, _top_k_mistake),
         correct(
             lang,
             "Los logits que quedan no cambian: la softmax los renormaliza al muestrear.",
@@ -538,15 +544,8 @@ def _top_p_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, p
 def check_top_p(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, p)``: logits (B, V) -> logits where, in each row, only the smallest set of
     most likely tokens whose probability reaches p stays; the rest are -inf."""
-    diagnoses = []
-    for logits, p in _top_p_cases():
-        got = _run_filter(lang, fn, logits, p)
-        want = top_p_filter(logits, p).double()
-        kept = _kept(lang, got, logits, want)
-        if not torch.equal(kept, want.isfinite()):
-            diagnoses.append(_top_p_mistake(lang, kept, want.isfinite(), logits, p))
     return _first_named(
-        diagnoses,
+        _filter_diagnoses(lang, fn, _top_p_cases(), top_p_filter, _top_p_mistake),
         correct(
             lang,
             "El tamaño del conjunto que queda cambia con la forma de cada distribución.",
