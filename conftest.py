@@ -14,6 +14,9 @@
 - With pytest-xdist (``python course.py test`` starts one worker per core, up to four, each
   taking whole files), the main process measures the fingerprint once and hands the verdict to
   the workers; it prints the verdict at the end if any notebook ran.
+- xdist hands out whole files in the order they were collected, so the longest ones are moved to the front
+  (``LONGEST_FIRST``, from ``--durations``): started last, one of them would keep one worker busy alone at the
+  end. Within a file the order never changes (a notebook's cells run in sequence).
 - At the end the run lists each notebook's time (its cells' setup, call and teardown added up),
   so a change sees what it costs a lecture and CI.
 """
@@ -30,6 +33,9 @@ ROOT = Path(__file__).resolve().parent
 STORED = ROOT / "notebooks" / "numerics.json"
 
 os.environ.update(numerics.profile_environ())
+# The files that take longest in a full run (slowest first): the notebooks that train live, the slide decks in
+# Chromium, JupyterLab in Chromium, the numerics tests' end-to-end runs. Matched against the start of a file name.
+LONGEST_FIRST = ("09_", "07_", "test_slides", "10_", "08_", "test_browser", "test_numerics")
 _notebook_seconds: dict[str, float] = {}  # per notebook file, the seconds its cells took (seen by the main process)
 _judgement = pytest.StashKey[tuple[str, bool]]()  # (the verdict line, whether this machine differs)
 
@@ -59,7 +65,13 @@ def pytest_configure_node(node):
         node.workerinput["numerics"] = list(_judge(node.config))
 
 
+def _rank(item) -> int:
+    name = item.path.name
+    return next((i for i, start in enumerate(LONGEST_FIRST) if name.startswith(start)), len(LONGEST_FIRST))
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_rank)  # stable: each file keeps its own order
     cells = [item for item in items if item.path.suffix == ".ipynb"]
     for item in cells:
         item.add_marker(pytest.mark.slow)

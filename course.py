@@ -61,6 +61,7 @@ def ensure_env() -> Path:
                 "install",
                 "--disable-pip-version-check",
                 "-q",
+                "--no-compile",
                 "-c",
                 str(ROOT / "constraints.txt"),
                 "-e",
@@ -68,8 +69,23 @@ def ensure_env() -> Path:
             ],
             check=True,
         )
+        compile_environment(py)
         STAMP.write_text(wanted)
     return py
+
+
+def compile_environment(py: Path) -> None:
+    """Byte-compile the installed packages on every core (pip compiles them one file at a time: half of the
+    install's time on two cores). A file that does not compile on this Python (a few test helpers written for a
+    newer one) stays as it is, as pip leaves it."""
+    paths = subprocess.run(
+        [str(py), "-c", "import sysconfig; p = sysconfig.get_paths(); print(p['purelib']); print(p['platlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    folders = sorted({p.strip() for p in paths if p.strip()})
+    subprocess.run([str(py), "-m", "compileall", "-qq", "-j", "0", *folders], check=False)
 
 
 def write_lab_settings(prefix: Path) -> Path:

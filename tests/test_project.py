@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -67,12 +70,44 @@ def test_slow_marker_registered_and_notebook_cells_marked(pytestconfig):
     assert "item.add_marker(pytest.mark.slow)" in read("conftest.py")
 
 
-def test_the_test_command_runs_files_in_parallel_unless_the_user_chose(monkeypatch):
+def load_course():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("course", ROOT / "course.py")
     course = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(course)
+    return course
+
+
+def test_the_install_compiles_the_environment_on_every_core(tmp_path):
+    """pip installs without compiling; course.py byte-compiles the environment afterwards, in parallel, so every
+    kernel imports from .pyc files even where PYTHONDONTWRITEBYTECODE is set. A file that this Python cannot
+    compile is left as it is (as pip does), without failing the install."""
+    import sysconfig
+    import venv
+
+    course = load_course()
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "env")
+    py = tmp_path / "env" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    (site / "good_module.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (site / "future_syntax.py").write_text("def f[T(:\n", encoding="utf-8")
+    course.compile_environment(py)
+    tag = sysconfig.get_config_var("py_version_nodot")
+    assert any(p.name.startswith("good_module.") for p in (site / "__pycache__").glob(f"*{tag}*.pyc"))
+    assert not any(p.name.startswith("future_syntax.") for p in (site / "__pycache__").iterdir())
+    assert '"--no-compile"' in read("course.py")
+
+
+def test_the_test_command_runs_files_in_parallel_unless_the_user_chose(monkeypatch):
+    course = load_course()
     monkeypatch.setattr(course.os, "cpu_count", lambda: 2)
     assert course.parallel(["--durations=10"]) == ["-n", "2", "--dist", "loadfile"]  # a notebook stays in one worker
     monkeypatch.setattr(course.os, "cpu_count", lambda: 64)
@@ -82,3 +117,19 @@ def test_the_test_command_runs_files_in_parallel_unless_the_user_chose(monkeypat
     monkeypatch.setattr(course.os, "cpu_count", lambda: 1)
     assert course.parallel([]) == []
     assert "pytest-xdist" in read("constraints.txt")
+
+
+def test_the_longest_files_are_handed_out_first_and_each_file_keeps_its_order():
+    """xdist gives whole files to the workers in collection order: the long ones must come first."""
+    files = ["tests/test_i18n.py", "notebooks/en/00_introduction.ipynb", "notebooks/en/09_from_gpt_to_generation.ipynb"]
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "--nbval-lax", *files],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
+    ids = [line for line in out.splitlines() if "::" in line]
+    order = list(dict.fromkeys(i.split("::")[0] for i in ids))
+    assert order == [files[2], files[0], files[1]], order
+    cells = [int(i.rsplit(" ", 1)[1]) for i in ids if i.startswith(files[2])]
+    assert cells == sorted(cells) and len(cells) > 10
