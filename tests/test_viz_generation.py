@@ -33,6 +33,11 @@ def test_generation_figures(lang):
     assert legend[:2] == ["τ = 0,5" if lang == "es" else "τ = 0.5", "y"]  # the labels' numbers the reader's way
     fig = plot_step_times([1, 2, 3], {"a": [0.001, 0.002, 0.003], "b": [0.001] * 3}, lang=lang)
     assert fig.axes[0].lines[0].get_ydata().tolist() == [1.0, 2.0, 3.0]  # milliseconds
+    assert fig.axes[0].get_ylabel() == ("ms por paso (un token)" if lang == "es" else "ms per step (one token)")
+    fig = plot_step_times([1, 2], {"a": [0.008, 0.016]}, lang=lang, batch=8)  # each step writes 8 tokens: not per token
+    assert fig.axes[0].get_ylabel() == (
+        "ms por paso (8 secuencias, un token cada una)" if lang == "es" else "ms per step (8 sequences, one token each)"
+    )
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])

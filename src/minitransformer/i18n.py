@@ -112,7 +112,7 @@ GLOSSARY: dict[str, str] = {
     # «núcleo» is a CPU core and nothing else: a compute kernel stays «kernel» («los kernels»),
     # nucleus sampling is «muestreo top-p»; nothing «se cachea», it «se guarda en caché».
     "top-p sampling": "muestreo top-p",
-    "nucleus sampling": "muestreo top-p (muestreo de núcleo)",
+    "nucleus sampling": "muestreo top-p",
     "CPU core": "núcleo",
     "kernel": "kernel",
     "is cached": "se guarda en caché",

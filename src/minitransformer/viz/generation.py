@@ -1,5 +1,5 @@
 """Figures about generation: next-token distributions under sampling filters, validity
-against diversity, and the time per generated token with and without the key-value cache."""
+against diversity, and the time per generation step with and without the key-value cache."""
 
 from __future__ import annotations
 
@@ -119,19 +119,30 @@ def plot_step_times(
     times: Mapping[str, Sequence[float]],
     lang: str = "es",
     title: str | None = None,
+    batch: int = 1,
 ) -> Figure:
-    """Milliseconds per generated token against the sequence length, one line per method.
+    """Milliseconds per generation step against the sequence length, one line per method.
 
     Args:
-        lengths: the length of the sequence when each token was generated.
-        times: label -> seconds per token at each length.
+        lengths: the length of the sequence at each step.
+        times: label -> seconds per step at each length.
+        batch: sequences generated together (each step writes one token for each).
     """
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     x = np.asarray(lengths)
     for label, t in times.items():
         ax.plot(x, to_numpy(t) * 1000, "o-", lw=2, ms=4, label=label)
     ax.set_xlabel(tr(lang, "longitud de la secuencia (tokens)", "sequence length (tokens)"))
-    ax.set_ylabel(tr(lang, "ms por token generado", "ms per generated token"))
+    if batch == 1:
+        ax.set_ylabel(tr(lang, "ms por paso (un token)", "ms per step (one token)"))
+    else:
+        ax.set_ylabel(
+            tr(
+                lang,
+                f"ms por paso ({batch} secuencias, un token cada una)",
+                f"ms per step ({batch} sequences, one token each)",
+            )
+        )
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.yaxis.set_major_formatter(number_ticks(lang))
@@ -139,6 +150,6 @@ def plot_step_times(
     ax.set_title(
         title
         if title is not None
-        else tr(lang, "Tiempo por token, con y sin caché", "Time per token, with and without the cache")
+        else tr(lang, "Tiempo por paso, con y sin caché", "Time per step, with and without the cache")
     )
     return fig
