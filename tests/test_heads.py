@@ -187,6 +187,20 @@ def test_static_figures(model, batch, lang):
     assert fig.axes[0].get_xlabel() == ("cabeza" if lang == "es" else "head")
 
 
+def test_head_scores_of_both_signs_get_a_scale_centred_on_zero():
+    positive = heads.plot_head_scores(torch.tensor([[0.5, 0.2], [0.0, 0.1]]), lang="en")
+    image = positive.axes[0].images[0]
+    assert (image.norm.vmin, image.norm.vmax) == (0.0, 0.5)
+    both = heads.plot_head_scores(torch.tensor([[0.5, -0.2], [-0.004, 0.1]]), lang="en")
+    image = both.axes[0].images[0]
+    assert (image.norm.vmin, image.norm.vmax) == (-0.5, 0.5)
+    assert image.cmap(image.norm(-0.2)) != image.cmap(image.norm(0.0))  # a negative value never looks like 0
+    texts = [t.get_text() for t in both.axes[0].texts]
+    assert texts == ["0.50", "-0.20", "0.00", "0.10"]  # -0.004 is written 0.00, not -0.00
+    spanish = heads.plot_head_scores(torch.tensor([[0.5, -0.2], [-0.004, 0.1]]), lang="es")
+    assert [t.get_text() for t in spanish.axes[0].texts] == ["0,50", "-0,20", "0,00", "0,10"]
+
+
 def test_score_breakdown_matches_attention():
     torch.manual_seed(3)
     q, k = torch.randn(1, 8), torch.randn(5, 8)

@@ -55,15 +55,13 @@ def heatmap(
     if annotate is None:
         annotate = m.size <= 100
     if annotate:
-        lo = np.nanmin(m) if vmin is None else vmin
-        hi = np.nanmax(m) if vmax is None else vmax
-        span = hi - lo if hi > lo else 1.0
         for (i, j), v in np.ndenumerate(m):
-            # dark text on the light end of the colour map, light text on the dark end
-            light = (v - lo) / span > 0.55
-            ax.text(
-                j, i, fmt.format(v), ha="center", va="center", fontsize=fontsize, color="black" if light else "white"
-            )
+            r, g, b, _ = im.cmap(im.norm(v))
+            light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5  # dark text on a light cell, light text on a dark one
+            text = fmt.format(v)
+            if text.startswith("-") and not text.strip("-0.%"):  # "-0.00": a tiny negative rounded to zero
+                text = text[1:]
+            ax.text(j, i, text, ha="center", va="center", fontsize=fontsize, color="black" if light else "white")
     ax.spines[:].set_visible(False)
     return im
 

@@ -380,6 +380,9 @@ def plot_head_scores(
         mark: (layer, head) pairs to outline with a red box in every panel.
         ncols: panels per row.
         vmax: top of the colour scale (default: the largest value).
+
+    Values of both signs get a diverging scale centred on 0 (red above, blue below), so that a negative
+    value never shares the colour of 0.
     """
     panels = [values] if isinstance(values, Tensor) and values.dim() == 2 else list(values)
     arrays = [to_numpy(v) for v in panels]
@@ -387,6 +390,12 @@ def plot_head_scores(
     ncols = min(ncols, len(arrays))
     nrows = -(-len(arrays) // ncols)
     top = vmax if vmax is not None else max(float(a.max()) for a in arrays)
+    bottom = min(0.0, *(float(a.min()) for a in arrays))
+    if bottom < 0:  # both signs: a scale symmetric about 0
+        top = max(top, -bottom)
+        bottom, cmap = -top, "RdBu_r"
+    else:
+        cmap = "viridis"
     fig, axes = plt.subplots(
         nrows,
         ncols,
@@ -399,7 +408,7 @@ def plot_head_scores(
         if k >= len(arrays):
             ax.axis("off")
             continue
-        im = heatmap(arrays[k], ax, vmin=0.0, vmax=top, annotate=True, fmt="{:.2f}")
+        im = heatmap(arrays[k], ax, cmap=cmap, vmin=bottom, vmax=top, annotate=True, fmt="{:.2f}")
         for t in ax.texts:  # values inside the cells: they never widen the layout, so it need not measure them
             t.set_fontsize(8)
             t.set_in_layout(False)
