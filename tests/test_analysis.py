@@ -20,8 +20,12 @@ def test_mistakes_are_classified_word_by_word():
     assert classify_mistake("eight thousand eight", "eight thousand", "es") == "sobra «eight»"
     assert classify_mistake("forty", "forty-two thousand forty", "en") == "missing “forty-two thousand”"
     assert [
-        mistake_kind(p, "one thousand five") for p in ("one thousand", "one thousand five five", "two thousand five")
-    ] == ["missing", "extra", "changed"]
+        mistake_kind(p, "one thousand five")
+        for p in ("one thousand", "one thousand five five", "two thousand five", "forty-two five", "two hundred five")
+    ] == ["missing", "extra", "changed", "changed_count", "changed"]
+    # «changed» keeps the number of words: two words for three is another kind
+    assert mistake_kind("forty-two thousand", "forty thousand two") == "changed_count"
+    assert classify_mistake("forty-two five", "one thousand five", "en") == "“forty-two” instead of “one thousand”"
 
 
 def test_accuracy_by_digits_counts_right_and_total():

@@ -219,6 +219,8 @@ def test_number_ticks_are_short_and_follow_the_language():
 
     assert [number_ticks("es")(x) for x in (0.0, 0.25, 1000.0, 1.5e-5)] == ["0", "0,25", "1000", "1,5e-05"]
     assert [number_ticks("en")(x) for x in (0.0, 0.25)] == ["0", "0.25"]
+    assert [number_ticks(lang)(-2.5) for lang in ("es", "en")] == ["\u22122,5", "\u22122.5"]  # a true minus sign
+    assert number_ticks("es")(-1.5e-5) == "\u22121,5e-05"
     with pytest.raises(ValueError):
         number_ticks("fr")
 
@@ -275,10 +277,14 @@ def test_head_grid_tick_labels_do_not_overlap():
 def test_mistake_kinds_print_in_the_readers_language():
     from minitransformer.analysis import mistake_kind, mistake_kinds_text
 
-    kinds = {"changed": 3, "extra": 2, "missing": 1}
+    kinds = {"changed_count": 4, "changed": 3, "extra": 2, "missing": 1}
     assert mistake_kind("one two", "one") == "extra"  # the keys stay English for code
-    assert mistake_kinds_text(kinds, "es") == "faltan palabras: 1 · sobran palabras: 2 · cambia una palabra: 3"
-    assert mistake_kinds_text(kinds, "en") == "missing words: 1 · extra words: 2 · a word changed: 3"
+    assert mistake_kinds_text(kinds, "es") == (
+        "faltan palabras: 1 · sobran palabras: 2 · cambian palabras: 3 · cambian palabras y su número: 4"
+    )
+    assert mistake_kinds_text(kinds, "en") == (
+        "missing words: 1 · extra words: 2 · words changed: 3 · words and their number changed: 4"
+    )
     assert mistake_kinds_text({"extra": 4}, "es") == "sobran palabras: 4"
 
 

@@ -52,16 +52,23 @@ def _diff(predicted: str, expected: str) -> tuple[list[str], list[str]]:
 
 
 def mistake_kind(predicted: str, expected: str) -> str:
-    """``"missing"`` (words left out), ``"extra"`` (words added) or ``"changed"``."""
+    """How ``predicted`` differs from ``expected`` once their common beginning and end are set aside:
+    ``"missing"`` (only words left out), ``"extra"`` (only words added), ``"changed"`` (other words,
+    as many as the right ones) or ``"changed_count"`` (other words, and more or fewer of them)."""
     wrong, right = _diff(predicted, expected)
-    return "missing" if not wrong else "extra" if not right else "changed"
+    if not wrong:
+        return "missing"
+    if not right:
+        return "extra"
+    return "changed" if len(wrong) == len(right) else "changed_count"
 
 
 # What each kind of :func:`mistake_kind` is called when printed (the code keeps the English keys).
 MISTAKE_KIND_NAMES = {
     "missing": ("faltan palabras", "missing words"),
     "extra": ("sobran palabras", "extra words"),
-    "changed": ("cambia una palabra", "a word changed"),
+    "changed": ("cambian palabras", "words changed"),
+    "changed_count": ("cambian palabras y su número", "words and their number changed"),
 }
 
 
