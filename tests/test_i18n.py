@@ -221,8 +221,20 @@ def test_number_ticks_are_short_and_follow_the_language():
     assert [number_ticks("en")(x) for x in (0.0, 0.25)] == ["0", "0.25"]
     assert [number_ticks(lang)(-2.5) for lang in ("es", "en")] == ["\u22122,5", "\u22122.5"]  # a true minus sign
     assert number_ticks("es")(-1.5e-5) == "\u22121,5e-05"
+
     with pytest.raises(ValueError):
         number_ticks("fr")
+
+
+def test_a_number_rounded_to_zero_loses_its_sign():
+    assert [i18n.without_negative_zero(t) for t in ("-0.00", "-0%", "-0.01", "0.00", "-10")] == [
+        "0.00",
+        "0%",
+        "-0.01",
+        "0.00",
+        "-10",
+    ]
+    assert i18n.decimal(-0.001, 2, "es") == "0,00"
 
 
 def _figure_texts(fig) -> list[str]:

@@ -20,6 +20,7 @@ __all__ = [
     "error",
     "decimal",
     "decimal_commas",
+    "without_negative_zero",
     "integer",
     "yes_no",
 ]
@@ -190,10 +191,12 @@ def decimal(x: float, digits: int = 2, lang: str | None = None) -> str:
 
     ``lang`` defaults to the language of the package's messages (the notebook's).
     """
-    text = f"{float(x):.{digits}f}"
-    if text.startswith("-") and float(text) == 0:
-        text = text[1:]  # no "-0.00"
-    return decimal_commas(text, lang)
+    return decimal_commas(without_negative_zero(f"{float(x):.{digits}f}"), lang)
+
+
+def without_negative_zero(text: str) -> str:
+    """A formatted number that rounded to zero without its sign: "-0.00" -> "0.00", "-0%" -> "0%"."""
+    return text[1:] if text.startswith("-") and not text.strip("-0.%") else text
 
 
 _DECIMAL_POINT = re.compile(r"(\d)\.(\d)")

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..i18n import tr
+from ..i18n import tr, without_negative_zero
 from .style import localise, to_numpy
 
 __all__ = ["heatmap", "plot_attention", "plot_heads", "plot_mask", "plot_masks", "plot_scaling"]
@@ -58,9 +58,7 @@ def heatmap(
         for (i, j), v in np.ndenumerate(m):
             r, g, b, _ = im.cmap(im.norm(v))
             light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5  # dark text on a light cell, light text on a dark one
-            text = fmt.format(v)
-            if text.startswith("-") and not text.strip("-0.%"):  # "-0.00": a tiny negative rounded to zero
-                text = text[1:]
+            text = without_negative_zero(fmt.format(v))  # a tiny negative reads 0.00, not -0.00
             ax.text(j, i, text, ha="center", va="center", fontsize=fontsize, color="black" if light else "white")
     ax.spines[:].set_visible(False)
     return im

@@ -133,16 +133,12 @@ def plot_step_times(
     for label, t in times.items():
         ax.plot(x, to_numpy(t) * 1000, "o-", lw=2, ms=4, label=label)
     ax.set_xlabel(tr(lang, "longitud de la secuencia (tokens)", "sequence length (tokens)"))
-    if batch == 1:
-        ax.set_ylabel(tr(lang, "ms por paso (un token)", "ms per step (one token)"))
-    else:
-        ax.set_ylabel(
-            tr(
-                lang,
-                f"ms por paso ({batch} secuencias, un token cada una)",
-                f"ms per step ({batch} sequences, one token each)",
-            )
-        )
+    each = (
+        tr(lang, "un token", "one token")
+        if batch == 1
+        else tr(lang, f"{batch} secuencias, un token cada una", f"{batch} sequences, one token each")
+    )
+    ax.set_ylabel(tr(lang, f"ms por paso ({each})", f"ms per step ({each})"))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.yaxis.set_major_formatter(number_ticks(lang))

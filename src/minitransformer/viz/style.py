@@ -54,7 +54,12 @@ def number_ticks(lang: str) -> FuncFormatter:
     """Tick labels as short as the number (0, 0.25, 1e+03: ``:g``), with a decimal comma in Spanish and a true
     minus sign (−2, as Matplotlib's own ticks write it)."""
     check_lang(lang)
-    return FuncFormatter(lambda x, _pos: decimal_commas(f"{x:g}", lang).replace("-", "\u2212", 1 if x < 0 else 0))
+
+    def tick(x: float, _pos: int | None) -> str:
+        text = decimal_commas(f"{x:g}", lang)
+        return "\u2212" + text[1:] if x < 0 else text
+
+    return FuncFormatter(tick)
 
 
 def localise(fig: Figure, lang: str) -> Figure:
