@@ -14,7 +14,8 @@
 - With pytest-xdist (``python course.py test`` starts one worker per core, up to four, each
   taking whole files), the main process measures the fingerprint once and hands the verdict to
   the workers; it prints the verdict at the end if any notebook ran.
-- xdist hands out whole files in the order they were collected, so the longest ones are moved to the front
+- xdist hands out whole files in the order they were collected (``course.py`` passes ``--no-loadscope-reorder``:
+  by default xdist hands out the files with the most tests first), so the longest ones are moved to the front
   (``LONGEST_FIRST``, from ``--durations``): started last, one of them would keep one worker busy alone at the
   end. Within a file the order never changes (a notebook's cells run in sequence).
 - At the end the run lists each notebook's time (its cells' setup, call and teardown added up),

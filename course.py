@@ -100,11 +100,12 @@ def write_lab_settings(prefix: Path) -> Path:
 
 def parallel(rest: list[str]) -> list[str]:
     """pytest-xdist's options for the test run: one worker per CPU core (up to four), each taking
-    whole files (a notebook's cells share one kernel), unless the user chose (``-n``, ``-p no:xdist``)
-    or the machine has one core."""
+    whole files (a notebook's cells share one kernel) in the order the test run collected them (xdist would
+    otherwise hand out the files with the most tests first, not the longest: conftest.py's LONGEST_FIRST),
+    unless the user chose (``-n``, ``-p no:xdist``) or the machine has one core."""
     cores = min(os.cpu_count() or 1, 4)
     chose = any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in rest)
-    return [] if chose or cores < 2 else ["-n", str(cores), "--dist", "loadfile"]
+    return [] if chose or cores < 2 else ["-n", str(cores), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def main(argv: list[str]) -> int:

@@ -47,15 +47,22 @@ def student_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
+def kernel_environ(profile: bool) -> dict[str, str]:
+    """The environment a notebook's kernel starts with: this process's without the numerics profile (a
+    student's), or with it, idle threads sleeping as under ``python course.py test`` (``profile``)."""
+    return {"OMP_WAIT_POLICY": "PASSIVE", **profile_environ()} if profile else student_environ()
+
+
 def run(path: Path, timeout: int = 600, profile: bool = False) -> tuple[float, list[tuple[float, int]]]:
     """Execute a copy of ``path`` in an empty folder (under the test run's numerics profile if
     ``profile``); returns its wall-clock seconds and (seconds, index) of each code cell."""
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as folder:
         shutil.copy(path, folder)
+        wanted = kernel_environ(profile)  # read before the environment is replaced
         saved = dict(os.environ)
         os.environ.clear()
-        os.environ.update(profile_environ() if profile else student_environ())
+        os.environ.update(wanted)
         try:
             client = NotebookClient(
                 nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": folder}}, record_timing=True

@@ -109,9 +109,10 @@ def test_the_install_compiles_the_environment_on_every_core(tmp_path):
 def test_the_test_command_runs_files_in_parallel_unless_the_user_chose(monkeypatch):
     course = load_course()
     monkeypatch.setattr(course.os, "cpu_count", lambda: 2)
-    assert course.parallel(["--durations=10"]) == ["-n", "2", "--dist", "loadfile"]  # a notebook stays in one worker
+    # a notebook stays in one worker; the files go out in the collected order (longest first)
+    assert course.parallel(["--durations=10"]) == ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
     monkeypatch.setattr(course.os, "cpu_count", lambda: 64)
-    assert course.parallel([]) == ["-n", "4", "--dist", "loadfile"]
+    assert course.parallel([]) == ["-n", "4", "--dist", "loadfile", "--no-loadscope-reorder"]
     for chosen in (["-n", "1"], ["-n3"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "load"]):
         assert course.parallel(chosen) == []
     monkeypatch.setattr(course.os, "cpu_count", lambda: 1)
@@ -119,17 +120,28 @@ def test_the_test_command_runs_files_in_parallel_unless_the_user_chose(monkeypat
     assert "pytest-xdist" in read("constraints.txt")
 
 
-def test_the_longest_files_are_handed_out_first_and_each_file_keeps_its_order():
-    """xdist gives whole files to the workers in collection order: the long ones must come first."""
-    files = ["tests/test_i18n.py", "notebooks/en/00_introduction.ipynb", "notebooks/en/09_from_gpt_to_generation.ipynb"]
+def test_the_longest_files_are_handed_out_first_and_each_file_keeps_its_order(monkeypatch):
+    """The test run collects the long files first (LONGEST_FIRST), and xdist, with the test command's options,
+    hands whole files out in that order: one worker takes the numerics tests (a long file, one test selected)
+    before the i18n tests and the notebook (many; xdist's default hands out the files with the most tests
+    first), and a notebook's cells run in their order."""
+    course = load_course()
+    monkeypatch.setattr(course.os, "cpu_count", lambda: 2)
+    options = course.parallel([])
+    options[options.index("-n") + 1] = "1"
+    files = ["tests/test_i18n.py", "notebooks/en/00_introduction.ipynb", "tests/test_numerics.py"]
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "--nbval-lax", *files],
+        [sys.executable, "-m", "pytest", *options, "-v", "--nbval-lax", "-k", "verdict or i18n or 00_intro", *files],
         capture_output=True,
         text=True,
         cwd=ROOT,
     ).stdout
-    ids = [line for line in out.splitlines() if "::" in line]
-    order = list(dict.fromkeys(i.split("::")[0] for i in ids))
-    assert order == [files[2], files[0], files[1]], order
-    cells = [int(i.rsplit(" ", 1)[1]) for i in ids if i.startswith(files[2])]
-    assert cells == sorted(cells) and len(cells) > 10
+    # (xdist's verbose lines write a notebook's ".ipynb" as "::ipynb")
+    ran = [
+        line.split(" PASSED ", 1)[1].strip().replace("::ipynb", ".ipynb")
+        for line in out.splitlines()
+        if " PASSED " in line
+    ]
+    assert list(dict.fromkeys(i.split("::")[0] for i in ran)) == [files[2], files[0], files[1]], out[-2000:]
+    cells = [int(i.rsplit(" ", 1)[1]) for i in ran if i.startswith(files[1])]
+    assert cells == sorted(cells) and len(cells) > 5, cells
