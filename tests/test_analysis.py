@@ -30,6 +30,8 @@ def test_mistakes_are_classified_word_by_word():
 
 def test_accuracy_by_digits_counts_right_and_total():
     assert accuracy_by_digits([5, 12, 13, 100], [True, True, False, True]) == {1: (1, 1), 2: (1, 2), 3: (1, 1)}
+    by_digits = accuracy_by_digits([100, 12, 5, 13], [True, True, True, False])  # in any order: sorted by digits
+    assert list(by_digits) == [1, 2, 3] and by_digits == {1: (1, 1), 2: (1, 2), 3: (1, 1)}
 
 
 def test_mistakes_table():

@@ -29,7 +29,7 @@ __all__ = [
 
 
 def accuracy_by_digits(numbers: Sequence[int], correct: Sequence[bool]) -> dict[int, tuple[int, int]]:
-    """Number of digits -> (right, total)."""
+    """Number of digits -> (right, total), from the fewest digits to the most."""
     right: Counter[int] = Counter()
     total: Counter[int] = Counter()
     for n, ok in zip(numbers, correct):
