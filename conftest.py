@@ -13,7 +13,8 @@
   is the quick loop.
 - With pytest-xdist (``python course.py test`` starts one worker per core, up to four, each
   taking whole files), the main process measures the fingerprint once and hands the verdict to
-  the workers; it prints the verdict at the end if any notebook ran.
+  the workers (only when the paths it was given can hold a notebook: a run of unit tests does not
+  pay for it); it prints the verdict at the end if any notebook ran.
 - xdist hands out whole files in the order they were collected (``course.py`` passes ``--no-loadscope-reorder``:
   by default xdist hands out the files with the most tests first), so the longest ones are moved to the front
   (``LONGEST_FIRST``, from ``--durations``): started last, one of them would keep one worker busy alone at the
@@ -59,10 +60,23 @@ def _judge(config) -> tuple[str, bool]:
     return config.stash[_judgement]
 
 
+def _may_run_notebooks(config) -> bool:
+    """Whether the paths the run was given (or the testpaths) can hold a notebook. Measuring the verdict costs
+    a fresh process that trains small models (seconds to tens of seconds on a busy machine): a run of unit tests
+    alone does not need it (and a worker that does find notebooks measures it itself)."""
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::", 1)[0])
+        if path.suffix == ".ipynb" or (path.is_dir() and next(path.rglob("*.ipynb"), None) is not None):
+            return True
+        if not path.exists():  # something pytest will resolve itself: stay on the safe side
+            return True
+    return False
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """pytest-xdist, main process: hand each worker the verdict (measured here once)."""
-    if _strict(node.config):
+    """pytest-xdist, main process: hand each worker the verdict (measured here once) when notebooks may run."""
+    if _strict(node.config) and _may_run_notebooks(node.config):
         node.workerinput["numerics"] = list(_judge(node.config))
 
 

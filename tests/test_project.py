@@ -153,3 +153,28 @@ def test_the_longest_files_are_handed_out_first_and_each_file_keeps_its_order(mo
     functions = [i.split("::")[1].split("[")[0] for i in ran if i.startswith(files[0])]
     defined = re.findall(r"^def (test_\w+)", read(files[0]), re.M)
     assert len(functions) > 20 and list(dict.fromkeys(functions)) == defined, functions
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["tests"], False),
+        (["tests/test_i18n.py", "tests/test_numerics.py::test_the_profile_applies_where_a_variable_is_unset"], False),
+        (["tests", "notebooks/en/05_decoder_block.ipynb"], True),
+        (["notebooks/en"], True),
+        (["notebooks/es/05_bloque_decodificador.ipynb::Cell 3"], True),
+        (["tests", "notebooks"], True),  # the testpaths: the run with no arguments
+        (["no/such/path"], True),  # what pytest resolves itself: measured, to be safe
+    ],
+)
+def test_the_verdict_is_measured_only_when_notebooks_may_run(args, expected):
+    """With xdist the main process measures the numerics verdict (a fresh process that trains small models) before
+    the workers collect; it does so only when the run's paths can hold a notebook."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    config = SimpleNamespace(args=args, invocation_params=SimpleNamespace(dir=ROOT))
+    assert conftest._may_run_notebooks(config) is expected
