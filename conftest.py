@@ -19,12 +19,21 @@
   by default xdist hands out the files with the most tests first), so the longest ones are moved to the front
   (``LONGEST_FIRST``, from ``--durations``): started last, one of them would keep one worker busy alone at the
   end. Within a file the order never changes (a notebook's cells run in sequence).
+- The two copies of a notebook (Spanish and English) run the same code under the same profile, so they train the
+  same models: the notebook kernels of the run start with ``tests/twin_training.py``, which gives the copy that
+  trains second the result of the first (keyed by everything the result depends on), and the Spanish notebooks go
+  after everything else so that their English twins have trained by then. They still compute everything after
+  training and are compared with outputs stored from live training in each language.
 - At the end the run lists each notebook's time (its cells' setup, call and teardown added up),
   so a change sees what it costs a lecture and CI.
 """
 
+import atexit
 import json
 import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,8 +42,14 @@ from minitransformer import numerics
 
 ROOT = Path(__file__).resolve().parent
 STORED = ROOT / "notebooks" / "numerics.json"
+sys.path.insert(0, str(ROOT / "tests"))
+import twin_training  # noqa: E402
 
 os.environ.update(numerics.profile_environ())
+if twin_training.CACHE_ENV not in os.environ:  # the run's first process (with xdist, the main one, before its workers)
+    _twins = Path(tempfile.mkdtemp(prefix="minitransformer-twins-"))
+    os.environ.update(twin_training.prepare(_twins))
+    atexit.register(shutil.rmtree, _twins, True)
 # The files that take longest in a full run (slowest first): the notebooks that train live, the slide decks in
 # Chromium, JupyterLab in Chromium, the numerics tests' end-to-end runs. Matched against the start of a file name.
 LONGEST_FIRST = ("09_", "07_", "test_slides", "10_", "08_", "test_browser", "test_numerics")
@@ -80,9 +95,12 @@ def pytest_configure_node(node):
         node.workerinput["numerics"] = list(_judge(node.config))
 
 
-def _rank(item) -> int:
+def _rank(item) -> tuple[bool, int]:
+    """Where a file goes in the run: the Spanish notebooks after everything else (their twins in English train the
+    models they take: tests/twin_training.py), and within each part the longest files first."""
     name = item.path.name
-    return next((i for i, start in enumerate(LONGEST_FIRST) if name.startswith(start)), len(LONGEST_FIRST))
+    twin = item.path.suffix == ".ipynb" and item.path.parent.name == "es"
+    return twin, next((i for i, start in enumerate(LONGEST_FIRST) if name.startswith(start)), len(LONGEST_FIRST))
 
 
 def pytest_collection_modifyitems(config, items):

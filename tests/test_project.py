@@ -178,3 +178,30 @@ def test_the_verdict_is_measured_only_when_notebooks_may_run(args, expected):
     spec.loader.exec_module(conftest)
     config = SimpleNamespace(args=args, invocation_params=SimpleNamespace(dir=ROOT))
     assert conftest._may_run_notebooks(config) is expected
+
+
+def test_the_spanish_notebooks_run_after_everything_else_longest_first():
+    """Their English twins train first (tests/twin_training.py): the Spanish copies go at the end, the longest first."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    paths = [
+        "notebooks/es/00_introduccion.ipynb",
+        "notebooks/es/09_de_gpt_a_la_generacion.ipynb",
+        "notebooks/en/00_introduction.ipynb",
+        "tests/test_i18n.py",
+        "notebooks/en/09_from_gpt_to_generation.ipynb",
+        "tests/test_slides.py",
+    ]
+    items = [SimpleNamespace(path=ROOT / p) for p in paths]
+    assert [str(i.path.relative_to(ROOT)) for i in sorted(items, key=conftest._rank)] == [
+        "notebooks/en/09_from_gpt_to_generation.ipynb",
+        "tests/test_slides.py",
+        "notebooks/en/00_introduction.ipynb",
+        "tests/test_i18n.py",
+        "notebooks/es/09_de_gpt_a_la_generacion.ipynb",
+        "notebooks/es/00_introduccion.ipynb",
+    ]

@@ -1,0 +1,141 @@
+"""tests/twin_training.py: the second copy of a notebook gets the first one's training, and only the same training."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy
+import pytest
+import torch
+import twin_training
+
+from minitransformer import gpt
+
+SMALL = dataclasses.replace(gpt.COUNTING_RECIPE, steps=3, batch_size=8)
+
+
+@pytest.fixture
+def counted(tmp_path):
+    """train_counting_gpt wrapped as the notebook kernels have it, and the number of times it really trained."""
+    calls = []
+
+    def training(*args, **kwargs):
+        calls.append(args)
+        return gpt.train_counting_gpt(*args, **kwargs)
+
+    training.__name__ = "train_counting_gpt"
+    return twin_training.shared("minitransformer.gpt", training, tmp_path), calls
+
+
+def start(seed: int = 7) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy.random.seed(seed)
+
+
+def generators() -> tuple:
+    return torch.get_rng_state(), random.getstate(), numpy.random.get_state()
+
+
+def test_the_twin_gets_the_same_model_and_the_generators_as_training_leaves_them(counted):
+    train, calls = counted
+    start()
+    model, corpus, losses = train(None, SMALL, progress=False)
+    torch.rand(1)  # training left the generators somewhere: the twin must find them there too
+    after = generators()
+    start()
+    again, corpus_again, losses_again = train(None, SMALL, progress=False)
+    torch.rand(1)
+    assert len(calls) == 1  # the second call did not train
+    assert losses_again == losses and corpus_again.keys() == corpus.keys()
+    for (name, p), (_, q) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(p, q), name
+    now = generators()
+    assert torch.equal(now[0], after[0]) and now[1] == after[1] and numpy.array_equal(now[2][1], after[2][1])
+    assert not again.training  # as train_counting_gpt returns it
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["generator state", "argument", "seed variable", "thread count"],
+)
+def test_anything_the_result_depends_on_trains_again(counted, monkeypatch, change):
+    train, calls = counted
+    start()
+    train(None, SMALL, progress=False)
+    start(8 if change == "generator state" else 7)
+    recipe = dataclasses.replace(SMALL, lr=SMALL.lr / 2) if change == "argument" else SMALL
+    if change == "seed variable":
+        monkeypatch.setenv("MINITRANSFORMER_SEED", "3")
+    if change == "thread count":
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 5)
+    train(None, recipe, progress=False)
+    assert len(calls) == 2
+
+
+def test_what_cannot_be_keyed_trains_every_time(tmp_path):
+    calls = []
+
+    def run_ablation(task, seeds):
+        calls.append(seeds)
+        return {"modern": [1.0]}
+
+    wrapped = twin_training.shared("minitransformer.ablation", run_ablation, tmp_path)
+    for _ in range(2):
+        assert wrapped(lambda: None, (0,)) == {"modern": [1.0]}  # a lambda cannot be pickled
+    assert len(calls) == 2 and not list(tmp_path.iterdir())
+
+
+def test_the_key_is_the_same_for_the_same_values_in_any_process():
+    a = torch.arange(6.0).reshape(2, 3)
+    assert twin_training._canonical(a) == twin_training._canonical(a.clone())  # another storage
+    assert twin_training._canonical(a.T.contiguous()) != twin_training._canonical(a)
+    assert twin_training._canonical(a.double()) != twin_training._canonical(a)
+    assert twin_training._canonical(torch.ones(2, dtype=torch.bfloat16)) != twin_training._canonical(
+        torch.full((2,), 2.0, dtype=torch.bfloat16)
+    )
+    assert twin_training._canonical({"b", "a", "c"}) == twin_training._canonical({"c", "a", "b"})
+    # in two processes with different string hashing (where pickle writes a set in another order)
+    code = (
+        "import hashlib, torch, twin_training; torch.manual_seed(0); "
+        "print(hashlib.sha256(twin_training._canonical(({'x', 'y', 'z', 'w'}, torch.get_rng_state()))).hexdigest())"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(Path(__file__).parent)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(digests) == 1, digests
+
+
+def test_the_startup_script_wraps_the_training_functions_once_imported_and_leaves_no_names(tmp_path):
+    environ = twin_training.prepare(tmp_path)
+    startup = next(Path(environ["IPYTHONDIR"]).rglob("startup/*.py")).read_text(encoding="utf-8")
+    code = (
+        "namespace = {'__name__': '__main__'}\n"
+        f"exec({startup!r}, namespace)\n"
+        "import sys\n"
+        "assert 'minitransformer.gpt' not in sys.modules  # nothing imported before a notebook asks\n"
+        "from minitransformer.gpt import train_counting_gpt\n"
+        "from minitransformer.translator import train_number_translator\n"
+        "from minitransformer.ablation import run_ablation\n"
+        "from minitransformer.gpt import generate\n"
+        "assert all(getattr(f, 'twin_shared', False) for f in (train_counting_gpt, train_number_translator, run_ablation))\n"
+        "assert not hasattr(generate, 'twin_shared')\n"
+        "assert set(namespace) == {'__name__', '__builtins__'}, set(namespace)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **environ}, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert Path(environ[twin_training.CACHE_ENV]).is_dir()
