@@ -13,24 +13,33 @@
   function inside(r, box) {
     return r.left >= box.left - TOL && r.right <= box.right + TOL && r.top >= box.top - TOL && r.bottom <= box.bottom + TOL;
   }
-  function clips(el, slide) {  // the boxes that cut what is inside them
-    var out = [];
-    for (var a = el.parentElement; a && a !== slide; a = a.parentElement) {
-      var st = getComputedStyle(a);
-      if (st.overflowX !== "visible" || st.overflowY !== "visible") { out.push(a); }
-    }
-    return out;
-  }
   function problems(slide, screen) {
     var found = [];
+    // Nothing moves while a slide is checked: each element's clipping ancestors and each box are looked up once
+    // (a code cell has thousands of text nodes under the same few boxes).
+    var clipsOf = new Map(), rectOf = new Map();
+    function clips(el) {  // the boxes that cut what is inside el: its ancestors up to the slide that clip
+      var a = el.parentElement;
+      if (!a || a === slide) { return []; }
+      if (!clipsOf.has(el)) {
+        var st = getComputedStyle(a);
+        var own = (st.overflowX !== "visible" || st.overflowY !== "visible") ? [a] : [];
+        clipsOf.set(el, own.concat(clips(a)));
+      }
+      return clipsOf.get(el);
+    }
+    function rect(box) {
+      if (!rectOf.has(box)) { rectOf.set(box, box.getBoundingClientRect()); }
+      return rectOf.get(box);
+    }
     function check(node, el, rects) {
-      var boxes = clips(el, slide);
+      var boxes = clips(el);
       for (var i = 0; i < rects.length; i++) {
         var r = rects[i];
         if (r.width === 0 || r.height === 0) { continue; }
         var where = !inside(r, screen) ? "screen" : null;
         for (var j = 0; !where && j < boxes.length; j++) {
-          if (!inside(r, boxes[j].getBoundingClientRect())) { where = boxes[j].tagName + "." + boxes[j].className; }
+          if (!inside(r, rect(boxes[j]))) { where = boxes[j].tagName + "." + boxes[j].className; }
         }
         if (where) {
           found.push({what: (node.textContent || el.tagName).trim().slice(0, 40), cut_by: where,
@@ -72,6 +81,8 @@
       return v.querySelector("svg line, svg rect");
     }).length};
     report(out);
+    // The deck queued a MathJax re-render of every slide visited: work for the eye, after the report.
+    if (window.MathJax && MathJax.Hub && MathJax.Hub.queue) { MathJax.Hub.queue.queue.length = 0; }
   }
   function wait(n) {
     if (window.Reveal && window.Reveal.isReady && window.Reveal.isReady()) {

@@ -132,17 +132,47 @@ def reports(built):
 
     def run(item):
         lang, nb = item
-        deck = deck_of(built, lang, nb)
-        probe = deck.with_name(f".check-{deck.name}")  # beside the deck: the same relative paths
-        probe.write_text(
-            deck.read_text(encoding="utf-8").replace("</html>", f"<script>{check}</script>\n</html>"), encoding="utf-8"
-        )
-        dom = chromium(probe.as_uri(), "--dump-dom")
-        found = re.findall(r'<pre id="deck-report">(.*?)</pre>', dom, re.S)
-        return item, json.loads(html.unescape(found[-1])) if found else {"ready": False, "dom": dom[-500:]}
+        return item, check_deck(deck_of(built, lang, nb), check)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(run, DECKS))
+
+
+def check_deck(deck: Path, check: str) -> dict:
+    """The report of deck_check.js (``check``) on ``deck``, opened offline from a copy beside it."""
+    probe = deck.with_name(f".check-{deck.name}")  # beside the deck: the same relative paths
+    probe.write_text(
+        deck.read_text(encoding="utf-8").replace("</html>", f"<script>{check}</script>\n</html>"), encoding="utf-8"
+    )
+    dom = chromium(probe.as_uri(), "--dump-dom")
+    found = re.findall(r'<pre id="deck-report">(.*?)</pre>', dom, re.S)
+    return json.loads(html.unescape(found[-1])) if found else {"ready": False, "dom": dom[-500:]}
+
+
+def test_the_check_finds_text_cut_by_a_box(built):
+    """deck_check.js reports text that a box around it cuts, naming the box, however deep the text sits under it."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed")
+    deck = deck_of(built, "en", NOTEBOOKS["en"][0])
+    text = deck.read_text(encoding="utf-8")
+    first = text.index(">", text.index("<section", text.index("<section") + 1)) + 1  # inside the first slide
+    boxes = (
+        '<div class="probe-outer" style="overflow:hidden;width:90px;height:40px"><div style="overflow:visible">'
+        '<p><span style="white-space:nowrap">far too long for the outer box</span></p></div></div>'
+        '<div style="width:600px"><div class="probe-inner" style="overflow:hidden;width:70px">'
+        '<span><b style="white-space:nowrap">also far too long for the inner one</b></span></div></div>'
+        '<p style="white-space:nowrap">fits where it is</p>'
+    )
+    broken = deck.with_name("cut.html")
+    broken.write_text(text[:first] + boxes + text[first:], encoding="utf-8")
+    report = check_deck(broken, (Path(__file__).with_name("deck_check.js")).read_text(encoding="utf-8"))
+    assert report["ready"], report
+    found = {p["what"]: p["cut_by"] for p in report["slides"][0]["problems"]}
+    assert found == {
+        "far too long for the outer box": "DIV.probe-outer",
+        "also far too long for the inner one": "DIV.probe-inner",
+    }, report["slides"][0]
+    assert all(not s["problems"] for s in report["slides"][1:])
 
 
 @pytest.mark.parametrize("lang,nb", DECKS, ids=lambda x: getattr(x, "name", x))
