@@ -76,12 +76,14 @@ def _judge(config) -> tuple[str, bool]:
 
 
 def _may_run_notebooks(config) -> bool:
-    """Whether the paths the run was given (or the testpaths) can hold a notebook. Measuring the verdict costs
-    a fresh process that trains small models (seconds to tens of seconds on a busy machine): a run of unit tests
-    alone does not need it (and a worker that does find notebooks measures it itself)."""
+    """Whether the paths the run was given (or the testpaths) can hold the course's notebooks: a notebook, the
+    notebooks folder, something inside it or above it. Measuring the verdict costs a fresh process that trains
+    small models (seconds to tens of seconds on a busy machine): a run of unit tests alone does not need it. A
+    worker that finds notebooks anyway (in another folder) measures it itself."""
+    notebooks = ROOT / "notebooks"
     for arg in config.args:
-        path = Path(config.invocation_params.dir, arg.split("::", 1)[0])
-        if path.suffix == ".ipynb" or (path.is_dir() and next(path.rglob("*.ipynb"), None) is not None):
+        path = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        if path.suffix == ".ipynb" or path == notebooks or notebooks in path.parents or path in notebooks.parents:
             return True
         if not path.exists():  # something pytest will resolve itself: stay on the safe side
             return True

@@ -164,6 +164,8 @@ def test_the_longest_files_are_handed_out_first_and_each_file_keeps_its_order(mo
         (["notebooks/en"], True),
         (["notebooks/es/05_bloque_decodificador.ipynb::Cell 3"], True),
         (["tests", "notebooks"], True),  # the testpaths: the run with no arguments
+        (["."], True),
+        (["tests/../notebooks/en"], True),
         (["no/such/path"], True),  # what pytest resolves itself: measured, to be safe
     ],
 )
