@@ -14,7 +14,7 @@ import pytest
 import torch
 import twin_training
 
-from minitransformer import gpt
+from minitransformer import gpt, runtime
 
 SMALL = dataclasses.replace(gpt.COUNTING_RECIPE, steps=3, batch_size=8)
 
@@ -62,7 +62,7 @@ def test_the_twin_gets_the_same_model_and_the_generators_as_training_leaves_them
 
 @pytest.mark.parametrize(
     "change",
-    ["generator state", "argument", "seed variable", "thread count"],
+    ["generator state", "argument", "seed variable", "seed in force", "thread count"],
 )
 def test_anything_the_result_depends_on_trains_again(counted, monkeypatch, change):
     train, calls = counted
@@ -72,6 +72,8 @@ def test_anything_the_result_depends_on_trains_again(counted, monkeypatch, chang
     recipe = dataclasses.replace(SMALL, lr=SMALL.lr / 2) if change == "argument" else SMALL
     if change == "seed variable":
         monkeypatch.setenv("MINITRANSFORMER_SEED", "3")
+    if change == "seed in force":  # what seed=None means (the generators stay as they were)
+        monkeypatch.setattr(runtime, "_seed", 4)
     if change == "thread count":
         monkeypatch.setattr(torch, "get_num_threads", lambda: 5)
     train(None, recipe, progress=False)

@@ -5,7 +5,7 @@ numerics profile, so the two copies of 07, 09 and 10 train the same models bit f
 notebook kernel with this file as an IPython startup script (``conftest.py`` sets ``IPYTHONDIR``). It wraps the
 package's training functions that notebooks call, when a notebook imports them: a call is keyed by everything its
 result depends on (the function, its arguments, the random generators' states before it, the numerics profile, the
-thread count, torch's version, the package's source) and its result is stored in ``MINITRANSFORMER_TWIN_CACHE`` with
+thread count, the seed in force, torch's version, the package's files) and its result is stored in ``MINITRANSFORMER_TWIN_CACHE`` with
 the generators' states after it. The same call in the other language gets that result and those states back instead
 of training again; anything else trains as before. Where the result cannot be stored (an argument or a result that
 cannot be pickled, a GPU), the call trains.
@@ -59,8 +59,9 @@ def _source_digest() -> bytes:
     import minitransformer
 
     digest = hashlib.sha256()
-    for path in sorted(Path(minitransformer.__file__).parent.rglob("*.py")):
-        digest.update(path.as_posix().encode() + path.read_bytes())
+    for path in sorted(Path(minitransformer.__file__).parent.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.as_posix().encode() + path.read_bytes())
     return digest.digest()
 
 
@@ -89,11 +90,13 @@ def _canonical(value) -> bytes:
 def _key(module: str, name: str, args: tuple, kwargs: dict) -> str:
     import torch
 
+    from minitransformer import runtime
     from minitransformer.numerics import PROFILE
 
     environment = {k: os.environ.get(k) for k in (*PROFILE, "MINITRANSFORMER_SEED")}
+    settings = (runtime.seed(), torch.get_num_threads(), torch.__version__)  # the seed in force: a seed=None default
     digest = hashlib.sha256(_source_digest())
-    digest.update(_canonical((module, name, args, kwargs, environment, torch.get_num_threads(), torch.__version__)))
+    digest.update(_canonical((module, name, args, kwargs, environment, settings)))
     digest.update(_canonical(_generators()))
     return digest.hexdigest()
 
