@@ -3,16 +3,16 @@
 The test run executes every notebook twice, once per language, with the same code (``test_parity``) under the same
 numerics profile, so the two copies of 07, 09 and 10 train the same models bit for bit. The test run starts every
 notebook kernel with this file as an IPython startup script (``conftest.py`` sets ``IPYTHONDIR``). It wraps the
-package's training functions that notebooks call, when a notebook imports them: a call is keyed by everything its
-result depends on (the function, its arguments, the random generators' states before it, the numerics profile, the
-thread count, the seed in force, torch's version, the package's files) and its result is stored in ``MINITRANSFORMER_TWIN_CACHE`` with
-the generators' states after it. The same call in the other language gets that result and those states back instead
-of training again; anything else trains as before. Where the result cannot be stored (an argument or a result that
-cannot be pickled, a GPU), the call trains.
+package's training functions that notebooks call, when a notebook imports them. A call is keyed by everything its
+result depends on: the function, its arguments, the random generators' states before it, the numerics profile, the
+thread count, the seed in force, torch's version and the package's files. Its result is stored in
+``MINITRANSFORMER_TWIN_CACHE`` with the generators' states after it; the same call in the other language gets that
+result and those states back instead of training again, and anything else trains as before. Where the result
+cannot be stored (an argument or a result that cannot be pickled, a GPU), the call trains.
 
-It cannot hide a difference: the twin that takes the result still computes everything after it, and the test run
-compares its outputs with the stored ones, which were computed with training live in each language
-(``tools/notebooks.py run``, outside the test run, trains every time).
+Where the run compares strictly, a wrong result would fail: the twin that takes the result still computes
+everything after it, and its outputs are compared with the stored ones, which were computed with training live in
+each language (``tools/notebooks.py run``, outside the test run, trains every time).
 """
 
 from __future__ import annotations
