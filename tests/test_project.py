@@ -70,13 +70,18 @@ def test_slow_marker_registered_and_notebook_cells_marked(pytestconfig):
     assert "item.add_marker(pytest.mark.slow)" in read("conftest.py")
 
 
-def load_course():
+def load(name: str, file: str):
+    """A module of the repository's top level (course.py, conftest.py), imported from its file."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("course", ROOT / "course.py")
-    course = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(course)
-    return course
+    spec = importlib.util.spec_from_file_location(name, ROOT / file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_course():
+    return load("course", "course.py")
 
 
 def test_the_install_compiles_the_environment_on_every_core(tmp_path):
@@ -172,24 +177,18 @@ def test_the_longest_files_are_handed_out_first_and_each_file_keeps_its_order(mo
 def test_the_verdict_is_measured_only_when_notebooks_may_run(args, expected):
     """With xdist the main process measures the numerics verdict (a fresh process that trains small models) before
     the workers collect; it does so only when the run's paths can hold a notebook."""
-    import importlib.util
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
+    conftest = load("root_conftest", "conftest.py")
     config = SimpleNamespace(args=args, invocation_params=SimpleNamespace(dir=ROOT))
     assert conftest._may_run_notebooks(config) is expected
 
 
 def test_the_spanish_notebooks_run_after_everything_else_longest_first():
     """Their English twins train first (tests/twin_training.py): the Spanish copies go at the end, the longest first."""
-    import importlib.util
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
+    conftest = load("root_conftest", "conftest.py")
     paths = [
         "notebooks/es/00_introduccion.ipynb",
         "notebooks/es/09_de_gpt_a_la_generacion.ipynb",

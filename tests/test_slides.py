@@ -128,18 +128,18 @@ def reports(built):
     """Each deck opened offline in Chromium with deck_check.js: its JSON report."""
     if CHROMIUM is None:
         pytest.skip("Chromium is not installed (apt-get install chromium); .ci/run installs it")
-    check = (Path(__file__).with_name("deck_check.js")).read_text(encoding="utf-8")
 
     def run(item):
         lang, nb = item
-        return item, check_deck(deck_of(built, lang, nb), check)
+        return item, check_deck(deck_of(built, lang, nb))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(run, DECKS))
 
 
-def check_deck(deck: Path, check: str) -> dict:
-    """The report of deck_check.js (``check``) on ``deck``, opened offline from a copy beside it."""
+def check_deck(deck: Path) -> dict:
+    """The report of deck_check.js on ``deck``, opened offline from a copy beside it."""
+    check = Path(__file__).with_name("deck_check.js").read_text(encoding="utf-8")
     probe = deck.with_name(f".check-{deck.name}")  # beside the deck: the same relative paths
     probe.write_text(
         deck.read_text(encoding="utf-8").replace("</html>", f"<script>{check}</script>\n</html>"), encoding="utf-8"
@@ -165,7 +165,7 @@ def test_the_check_finds_text_cut_by_a_box(built):
     )
     broken = deck.with_name("cut.html")
     broken.write_text(text[:first] + boxes + text[first:], encoding="utf-8")
-    report = check_deck(broken, (Path(__file__).with_name("deck_check.js")).read_text(encoding="utf-8"))
+    report = check_deck(broken)
     assert report["ready"], report
     found = {p["what"]: p["cut_by"] for p in report["slides"][0]["problems"]}
     assert found == {

@@ -33,13 +33,10 @@ def counted(tmp_path):
 
 
 def start(seed: int = 7) -> None:
+    """The generators at a known state (not runtime.set_seed: the seed in force, also in the key, stays)."""
     torch.manual_seed(seed)
     random.seed(seed)
     numpy.random.seed(seed)
-
-
-def generators() -> tuple:
-    return torch.get_rng_state(), random.getstate(), numpy.random.get_state()
 
 
 def test_the_twin_gets_the_same_model_and_the_generators_as_training_leaves_them(counted):
@@ -47,7 +44,7 @@ def test_the_twin_gets_the_same_model_and_the_generators_as_training_leaves_them
     start()
     model, corpus, losses = train(None, SMALL, progress=False)
     torch.rand(1)  # training left the generators somewhere: the twin must find them there too
-    after = generators()
+    after = twin_training._generators()
     start()
     again, corpus_again, losses_again = train(None, SMALL, progress=False)
     torch.rand(1)
@@ -55,7 +52,7 @@ def test_the_twin_gets_the_same_model_and_the_generators_as_training_leaves_them
     assert losses_again == losses and corpus_again.keys() == corpus.keys()
     for (name, p), (_, q) in zip(model.state_dict().items(), again.state_dict().items()):
         assert torch.equal(p, q), name
-    now = generators()
+    now = twin_training._generators()
     assert torch.equal(now[0], after[0]) and now[1] == after[1] and numpy.array_equal(now[2][1], after[2][1])
     assert not again.training  # as train_counting_gpt returns it
 

@@ -155,9 +155,9 @@ class _WrapAfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def install(folder: str | os.PathLike | None = None) -> bool:
+def install() -> bool:
     """Wrap the training functions in this process (the folder: ``MINITRANSFORMER_TWIN_CACHE``); whether it did."""
-    folder = folder or os.environ.get(CACHE_ENV)
+    folder = os.environ.get(CACHE_ENV)
     if not folder or any(isinstance(f, _WrapAfterImport) for f in sys.meta_path):
         return False
     Path(folder).mkdir(parents=True, exist_ok=True)
