@@ -50,7 +50,7 @@ class NumberRecipe:
     d_ff: int = 256
     n_layers: int = 2  # encoder and decoder layers
     dropout: float = 0.0  # fresh numbers at every step: nothing to overfit
-    steps: int = 500
+    steps: int = 450
     batch_size: int = 64
     warmup: int = 100  # steps of linear warm-up in noam_lr
     lr_factor: float = 0.5  # peak learning rate 0.5 · 64^-0.5 · 100^-0.5 ≈ 0.0063
