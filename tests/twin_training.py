@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 CACHE_ENV = "MINITRANSFORMER_TWIN_CACHE"
+_UNPICKLABLE = (pickle.PicklingError, TypeError, AttributeError)  # what pickle raises for a value it cannot write
 # module -> the functions of it that train (each one's result is fully set by its arguments, the generators' states
 # and the numerics; none of them draws a progress bar into a compared output)
 TRAINING = {
@@ -110,7 +111,7 @@ def shared(module: str, function, folder: Path):
 
         try:
             key = None if torch.cuda.is_available() else _key(module, function.__name__, args, kwargs)
-        except (pickle.PicklingError, TypeError, AttributeError):
+        except _UNPICKLABLE:
             key = None
         path = folder / f"{key}.pt"
         if key is not None and path.exists():
@@ -123,7 +124,7 @@ def shared(module: str, function, folder: Path):
             try:
                 torch.save((result, _generators()), partial)
                 os.replace(partial, path)  # whole or absent, for the worker that reads it
-            except (pickle.PicklingError, TypeError, AttributeError):
+            except _UNPICKLABLE:
                 partial.unlink(missing_ok=True)
         return result
 
