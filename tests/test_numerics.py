@@ -120,6 +120,15 @@ def test_every_notebook_has_its_cells_classified():
         assert set(entry["dependent"]) <= keys
 
 
+def test_notebooks_keep_the_seed_in_force():
+    """``MINITRANSFORMER_SEED`` replaces the setup cell's seed (CI's second leg runs under seed 1). A cell that seeds
+    with a number of its own puts the seed in force back to that number for every cell below it, which then run
+    under the stored profile's seed instead of the other one."""
+    for source in sorted((ROOT / "notebooks" / "source").glob("*.md")):
+        found = re.findall(r"\bset_seed\(\s*\d", source.read_text(encoding="utf-8"))
+        assert not found, f"{source.name}: {found} (use set_seed(seed()))"
+
+
 def test_ci_second_leg_runs_under_the_first_foreign_profile():
     """The cells are classified under CI's second leg's profile, so that leg compares what holds there."""
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
