@@ -328,3 +328,25 @@ def test_contributing_shows_the_loop_with_commands_that_exist():
     assert len(lines) == 5, loop
     commands = [line.split()[2] for line in lines if line.startswith("python tools/notebooks.py")]
     assert commands == ["import", "run"]  # both exercised by the tests above
+
+
+@pytest.mark.parametrize(
+    "es,en,same",
+    [
+        # the expressions inside an f-string are code (Python 3.10 and 3.11 see one string token)
+        ('print(f"{decimal_commas(name):>21}: válidas")', 'print(f"{name:>21}: valid")', False),
+        ('print(f"{x + 1} pasos")', 'print(f"{x} steps")', False),
+        ('print(f"{x!r}")', 'print(f"{x}")', False),
+        # their text, the strings inside them and their layout may be translated
+        ('print(f"{x} pasos")', 'print(f"{x} steps")', True),
+        ("print(f\"{'capa':>12s}\")", "print(f\"{'layer':>12s}\")", True),
+        ('print(f"{x:>14}")', 'print(f"{x:>12}")', True),
+        # adjacent strings are one run, however each language splits it
+        ('print(f"{a} pasos, " f"{b} hilos")', 'print(f"{a} steps, {b} threads")', True),
+        ('print(f"{a} y " "texto")', 'print(f"{a} and text")', True),
+        ('print("texto")', 'print(f"text")', True),
+        ('print("texto", x)', 'print(f"text", y)', False),
+    ],
+)
+def test_code_skeleton_sees_the_code_inside_f_strings(es, en, same):
+    assert (nbt.code_skeleton(es) == nbt.code_skeleton(en)) is same

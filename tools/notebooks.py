@@ -36,6 +36,7 @@ are left without outputs until ``run`` executes the pair again.
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import difflib
 import hashlib
@@ -328,15 +329,66 @@ class CannotImport(Exception):
 
 def code_skeleton(code: str) -> list[tuple[int, str]] | None:
     """The code's tokens without comments and strings (the parts that may be translated), and
-    without shell and magic lines (``!pip``, ``%time``); None when the code does not tokenize."""
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.STRING}
-    skip |= {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END") if hasattr(tokenize, n)}
+    without shell and magic lines (``!pip``, ``%time``); None when the code does not tokenize.
+
+    The expressions inside an f-string are code, on every Python: Python 3.12 tokenizes an
+    f-string into its parts (PEP 701), 3.10 and 3.11 into one string token. So a run of adjacent
+    strings (``"a" f"{x}"``, however it is split) becomes one entry made from their syntax trees:
+    the expressions, with the strings inside them and the format specs (``:>12``, layout) blanked."""
     lines = [line for line in code.splitlines() if not line.lstrip().startswith(("!", "%"))]
+    text = "\n".join(lines) + "\n"
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):
         return None
-    return [(t.type, t.string) for t in tokens if t.type not in skip]
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    fstring_start = getattr(tokenize, "FSTRING_START", None)
+    fstring_end = getattr(tokenize, "FSTRING_END", None)
+    skeleton: list = []
+    depth, opened = 0, 0
+
+    def add_string(literal: str) -> None:
+        expressions = _fstring_expressions(literal)
+        if skeleton and isinstance(skeleton[-1], list):  # implicit concatenation: one run
+            skeleton[-1].extend(expressions)
+        else:
+            skeleton.append(expressions)
+
+    for t in tokens:
+        if fstring_start is not None and t.type == fstring_start:  # Python 3.12+: an f-string in parts
+            if depth == 0:
+                opened = starts[t.start[0] - 1] + t.start[1]
+            depth += 1
+        elif fstring_end is not None and t.type == fstring_end:
+            depth -= 1
+            if depth == 0:
+                add_string(text[opened : starts[t.end[0] - 1] + t.end[1]])
+        elif depth:
+            continue
+        elif t.type == tokenize.STRING:  # a plain string, or (Python 3.10 and 3.11) a whole f-string
+            add_string(t.string)
+        elif t.type not in {tokenize.COMMENT, tokenize.NL}:
+            skeleton.append((t.type, t.string))
+    return [(tokenize.STRING, repr(e)) if isinstance(e, list) else e for e in skeleton]
+
+
+def _fstring_expressions(literal: str) -> list[str]:
+    """The expressions of one string literal (none for a plain string), as syntax trees without the
+    strings inside them."""
+    node = ast.parse(literal.strip(), mode="eval").body
+    if not isinstance(node, ast.JoinedStr):
+        return []
+    return [ast.dump(_Untranslated().visit(part)) for part in node.values if not isinstance(part, ast.Constant)]
+
+
+class _Untranslated(ast.NodeTransformer):
+    """Blanks the strings inside an f-string's expressions (``{'capa':>12}``): translatable, as a string is
+    outside one."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return ast.Constant("") if isinstance(node.value, str) else node
 
 
 def _prose_spans(code: str) -> list[tuple[int, int, bool]]:
