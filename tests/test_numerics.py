@@ -46,21 +46,24 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "change, setting, applies",
+    "change, setting, part, applies",
     [
-        ({"MINITRANSFORMER_THREADS": "1"}, "threads", True),
-        ({"MINITRANSFORMER_SEED": "1"}, "seed", True),
-        ({"ATEN_CPU_CAPABILITY": "default"}, "capability", X86 or None),
-        ({"MKL_CBWR": "AUTO"}, "digest", X86 and torch.backends.mkl.is_available()),
-        ({"ONEDNN_MAX_CPU_ISA": "SSE41"}, "digest", X86 and torch.backends.mkldnn.is_available()),
+        ({"MINITRANSFORMER_THREADS": "1"}, "threads", "gradients", True),
+        ({"MINITRANSFORMER_SEED": "1"}, "seed", "random", True),
+        ({"ATEN_CPU_CAPABILITY": "default"}, "capability", None, X86 or None),
+        ({"MKL_CBWR": "AUTO"}, "digest", "matmul", X86 and torch.backends.mkl.is_available()),
+        ({"ONEDNN_MAX_CPU_ISA": "SSE41"}, "digest", "gelu", X86 and torch.backends.mkldnn.is_available()),
     ],
 )
-def test_each_variable_of_the_profile_changes_the_fingerprint(pinned, change, setting, applies):
+def test_each_variable_of_the_profile_changes_the_fingerprint(pinned, change, setting, part, applies):
     """Another value of any profile variable makes a foreign machine, where the variable acts at all
-    (PyTorch's, MKL's and oneDNN's instruction sets exist on x86-64 only)."""
+    (PyTorch's, MKL's and oneDNN's instruction sets exist on x86-64 only); the first part of the computation
+    that differs names the library the variable steers (the thread split shows first in the backward pass)."""
     other = numerics.measure(_clean(os.environ, **change))
     if applies:
         assert [name for name, _, _ in numerics.differences(other, pinned)] == [setting]
+        if part is not None:
+            assert numerics.differing_parts(other, pinned)[0][0] == part
     elif applies is False:  # MKL and oneDNN are not there: the variable changes nothing
         assert other["digest"] == pinned["digest"]
     else:  # PyTorch's other instruction sets (NEON, SVE) may or may not differ from its plain kernels
@@ -87,8 +90,34 @@ def test_the_verdict_names_what_differs_in_both_languages():
     other_bits = {**stored, "digest": "9"}
     assert "another CPU or maths library" in numerics.verdict(other_bits, stored, "en")
     assert "otra CPU u otra biblioteca" in numerics.verdict(other_bits, stored, "es")
+    # With the parts stored, the line names those that differ: as an Intel Xeon did against the stored
+    # profile (made on an AMD EPYC), where every part agreed but the training's weights.
+    parts = dict.fromkeys(numerics.PARTS, "a")
+    xeon = {**stored, "digest": "9", "parts": {**parts, "training": "b"}}
+    es_xeon, en_xeon = (
+        numerics.verdict(xeon, {**stored, "parts": parts}, "es"),
+        numerics.verdict(xeon, {**stored, "parts": parts}, "en"),
+    )
+    assert "other bits in: the weights after three Adam steps)" in en_xeon and "MKL" not in en_xeon
+    assert "otros bits en: pesos tras tres pasos de Adam)" in es_xeon and "MKL" not in es_xeon
+    mkl = {**stored, "digest": "9", "parts": {**parts, "matmul": "b", "forward": "b"}}
+    assert "matrix products (MKL); the models' forward pass" in numerics.verdict(mkl, {**stored, "parts": parts}, "en")
     for text in (es, en):
         assert "\n" not in text
+
+
+def test_the_parts_cover_the_digest_and_the_stored_fingerprint_has_them():
+    """The digest hashes the same tensors as before the parts existed (the stored outputs keep their fingerprint);
+    every part has a name in both languages, and the stored fingerprint carries every part."""
+    assert set(STORED["fingerprint"]["parts"]) == set(numerics.PARTS)
+    for es, en in numerics.PARTS.values():
+        assert es and en and es != en
+
+
+@pytest.mark.slow
+def test_this_machine_measures_every_part(pinned):
+    assert set(pinned["parts"]) == set(numerics.PARTS)
+    assert numerics.differing_parts(pinned, pinned) == ([], list(numerics.PARTS))
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,8 @@ __all__ = [
     "fingerprint",
     "measure",
     "differences",
+    "differing_parts",
+    "PARTS",
     "verdict",
     "user_language",
 ]
@@ -64,11 +66,32 @@ def profile_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _computation() -> list:
+# The parts of the fingerprint, in the order the computation meets them, with their names for a maintainer
+# (Spanish, English): where two machines differ, the first part that differs says whose bits they are.
+PARTS: dict[str, tuple[str, str]] = {
+    "random": (
+        "números aleatorios (lotes, pesos iniciales, máscaras de dropout)",
+        "random numbers (batches, initial weights, dropout masks)",
+    ),
+    "matmul": ("productos de matrices (MKL)", "matrix products (MKL)"),
+    "kernels": ("kernels de CPU de PyTorch (suma, softmax, exp)", "PyTorch's CPU kernels (sum, softmax, exp)"),
+    "gelu": ("GELU exacta (oneDNN)", "exact GELU (oneDNN)"),
+    "forward": ("pasada hacia delante de los modelos (GPT, moderno)", "the models' forward pass (GPT, modern)"),
+    "loss": ("pérdida del primer paso de entrenamiento", "the first training step's loss"),
+    "gradients": ("gradientes del primer paso (retropropagación)", "the first step's gradients (backward pass)"),
+    "training": ("pesos tras tres pasos de Adam", "the weights after three Adam steps"),
+}
+
+
+def _computation() -> tuple[list, dict[str, list]]:
     """A fixed computation through the kernels the notebooks use: a translator trained for a few
     steps (matrix products, softmax, LayerNorm, ReLU, dropout, cross-entropy, Adam), a GPT (GELU,
     the fused attention kernel) and the modern model (RMSNorm, SwiGLU, RoPE), plus a reduction
-    large enough to be split between threads and an exact GELU (oneDNN's). Returns the tensors to hash."""
+    large enough to be split between threads and an exact GELU (oneDNN's).
+
+    Returns the tensors the digest hashes, and the same computation's tensors by part (:data:`PARTS`),
+    some of them seen on the way (the first step's loss and gradients, the dropout masks); looking at them
+    draws no random number, so the digest is what it was before the parts existed."""
     import torch
     import torch.nn.functional as F
 
@@ -78,49 +101,72 @@ def _computation() -> list:
     from .runtime import set_seed
 
     set_seed(int(os.environ.get("MINITRANSFORMER_SEED") or SEED))
+    parts: dict[str, list] = {name: [] for name in PARTS}
     config = TransformerConfig(
         src_vocab_size=60, tgt_vocab_size=50, d_model=64, n_heads=4, d_ff=256, n_layers=2, dropout=0.1, max_len=64
     )
     model = Transformer(config)
+    parts["random"] += [p.detach().clone() for p in model.parameters()]
+    masks = [
+        module.register_forward_hook(lambda _m, _i, out: parts["random"].append(out == 0))
+        for module in model.modules()
+        if isinstance(module, torch.nn.Dropout)
+    ]
     optimiser = torch.optim.Adam(model.parameters(), lr=1e-3)
-    for _ in range(3):
+    for step in range(3):
         src = torch.randint(4, 60, (64, 12))
         tgt = torch.randint(4, 50, (64, 11))
+        parts["random"] += [src, tgt]
         logits = model(src, tgt[:, :-1])  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, 50), tgt[:, 1:].reshape(-1), label_smoothing=0.1)
         optimiser.zero_grad()
         loss.backward()
+        if step == 0:
+            parts["loss"].append(loss.detach().clone())
+            parts["gradients"] += [p.grad.clone() for p in model.parameters()]
         optimiser.step()
+    for hook in masks:
+        hook.remove()
     tokens = torch.randint(0, 50, (8, 40))
     with torch.no_grad():
         gpt = GPT(GPTConfig(vocab_size=50, max_len=64, d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0)).eval()
         modern = ModernTransformer(ModernConfig(vocab_size=50, max_len=64, d_model=64, n_heads=4, n_layers=2)).eval()
-        outputs = [gpt(tokens), modern(tokens)]
+        forward = [gpt(tokens), modern(tokens)]
         big = torch.randn(256, 4096)
-        outputs += [big.sum(), big.softmax(-1), big.exp().log1p().mean(0), F.gelu(big), big @ big.T]
-    return [p.detach() for p in model.parameters()] + outputs
+        parts["random"] += [tokens, big]
+        kernels = [big.sum(), big.softmax(-1), big.exp().log1p().mean(0)]
+        gelu, matmul = F.gelu(big), big @ big.T
+    parts["training"] = [p.detach() for p in model.parameters()]
+    parts["forward"], parts["kernels"], parts["gelu"], parts["matmul"] = forward, kernels, [gelu], [matmul]
+    return parts["training"] + forward + kernels + [gelu, matmul], parts
+
+
+def _hash(tensors) -> str:
+    digest = hashlib.sha256()
+    for t in tensors:
+        digest.update(t.contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def fingerprint() -> dict:
-    """This process's numerics: a hash of :func:`_computation`'s bits and the settings that shape
-    them. Run it in a process started with the profile's environment (:func:`measure` does)."""
+    """This process's numerics: a hash of :func:`_computation`'s bits, a hash of each of its parts, and the
+    settings that shape them. Run it in a process started with the profile's environment (:func:`measure` does)."""
     import torch
 
     from .runtime import THREADS_ENV, default_device
 
     if os.environ.get(THREADS_ENV):  # as a notebook's setup cell does
         torch.set_num_threads(int(os.environ[THREADS_ENV]))
-    digest = hashlib.sha256()
-    for t in _computation():
-        digest.update(t.contiguous().numpy().tobytes())
+    tensors, parts = _computation()
     return {
-        "digest": digest.hexdigest()[:16],
+        "digest": _hash(tensors),
         "torch": torch.__version__.split("+")[0],
         "machine": platform.machine(),
         "capability": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),
         "seed": int(os.environ.get("MINITRANSFORMER_SEED") or SEED),
         "device": default_device().type,
+        "parts": {name: _hash(part) for name, part in parts.items()},
     }
 
 
@@ -144,6 +190,14 @@ def differences(measured: Mapping, stored: Mapping) -> list[tuple[str, object, o
     if not found and measured.get("digest") != stored.get("digest"):
         found.append(("digest", measured.get("digest"), stored.get("digest")))
     return found
+
+
+def differing_parts(measured: Mapping, stored: Mapping) -> tuple[list[str], list[str]]:
+    """The parts of :data:`PARTS` whose bits differ between two fingerprints, and those that agree (in the order
+    the computation meets them); both empty where either fingerprint has no parts."""
+    here, there = measured.get("parts") or {}, stored.get("parts") or {}
+    named = [name for name in PARTS if name in here and name in there]
+    return [n for n in named if here[n] != there[n]], [n for n in named if here[n] == there[n]]
 
 
 _NAMES = {
@@ -177,11 +231,19 @@ def verdict(measured: Mapping, stored: Mapping, lang: str) -> str:
             "the notebooks are compared with them, bit for bit.",
         )
     if diff[0][0] == "digest":
-        why = tr(
-            lang,
-            "con los mismos ajustes, sus cuentas dan otros bits (otra CPU u otra biblioteca matemática)",
-            "with the same settings, its arithmetic gives other bits (another CPU or maths library)",
-        )
+        differ, _ = differing_parts(measured, stored)
+        if differ:
+            why = tr(
+                lang,
+                f"con los mismos ajustes, sus cuentas dan otros bits en: {'; '.join(PARTS[n][0] for n in differ)}",
+                f"with the same settings, its arithmetic gives other bits in: {'; '.join(PARTS[n][1] for n in differ)}",
+            )
+        else:
+            why = tr(
+                lang,
+                "con los mismos ajustes, sus cuentas dan otros bits (otra CPU u otra biblioteca matemática)",
+                "with the same settings, its arithmetic gives other bits (another CPU or maths library)",
+            )
     else:
         why = ", ".join(
             tr(lang, f"{_NAMES[k][0]}: {here} en vez de {there}", f"{_NAMES[k][1]}: {here} instead of {there}")
