@@ -6,7 +6,8 @@
     python course.py run     # re-execute the notebooks and store their outputs (maintainers)
 
 The first call creates a virtual environment in `.venv/` and installs the package with the
-exact versions of `constraints.txt`; later calls reuse it. Extra arguments are passed on
+exact versions of `constraints.txt`; later calls reuse it (a call with another Python version makes it
+anew for that version; `COURSE_VENV=path` puts it elsewhere). Extra arguments are passed on
 (`python course.py test -k attention`).
 """
 
@@ -15,14 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
+VENV = ROOT / (os.environ.get("COURSE_VENV") or ".venv")
 STAMP = VENV / ".course-env-stamp"
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 # JupyterLab settings for a classroom: no question pops up over the notebook on the projector
 # (JupyterLab asks whether to fetch Jupyter's news and checks for updates, both online).
@@ -30,6 +33,10 @@ STAMP = VENV / ".course-env-stamp"
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
 }
+# The course takes only static files from nbclassic (require.js and jQuery for bertviz's views offline), not its
+# server extension, which would print its "migrate to Notebook 7" banner at every start. Jupyter reads the files of
+# jupyter_server_config.d in name order, and a later one wins: this one comes after nbclassic's.
+SERVER_SETTINGS = {"ServerApp": {"jpserver_extensions": {"nbclassic": False}}}
 
 
 def venv_python() -> Path:
@@ -47,7 +54,11 @@ def requirements_hash() -> str:
 def ensure_env() -> Path:
     """Create `.venv` and install the course into it, unless it is already up to date."""
     py = venv_python()
-    if not py.exists():
+    made_by = venv_version(VENV)
+    if made_by is not None and made_by != PYTHON:
+        print(f"{VENV} was made by Python {made_by}; making it anew for Python {PYTHON} ...", flush=True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    elif not py.exists():
         print(f"Creating the virtual environment {VENV} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     wanted = requirements_hash()
@@ -74,6 +85,16 @@ def ensure_env() -> Path:
     return py
 
 
+def venv_version(path: Path) -> str | None:
+    """The Python version ("3.11") that made the virtual environment at ``path``, or None if there is none."""
+    try:
+        cfg = (path / "pyvenv.cfg").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    found = re.search(r"^version(?:_info)?\s*=\s*(\d+)\.(\d+)", cfg, re.M)
+    return f"{found[1]}.{found[2]}" if found else None
+
+
 def compile_environment(py: Path) -> None:
     """Byte-compile the installed packages on every core (pip compiles them one file at a time: half of the
     install's time on two cores). A file that does not compile on this Python (a few test helpers written for a
@@ -88,14 +109,44 @@ def compile_environment(py: Path) -> None:
     subprocess.run([str(py), "-m", "compileall", "-qq", "-j", "0", *folders], check=False)
 
 
-def write_lab_settings(prefix: Path) -> Path:
-    """Write the course's JupyterLab settings into the environment at ``prefix``; returns the file."""
-    path = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "transformers-desde-cero.json"
-    text = json.dumps(LAB_SETTINGS, indent=2) + "\n"
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return path
+def write_lab_settings(prefix: Path) -> list[Path]:
+    """Write the course's JupyterLab and Jupyter server settings into the environment at ``prefix``; returns
+    the files."""
+    files = {
+        prefix
+        / "share"
+        / "jupyter"
+        / "lab"
+        / "settings"
+        / "overrides.d"
+        / "transformers-desde-cero.json": LAB_SETTINGS,
+        prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "zz-transformers-desde-cero.json": SERVER_SETTINGS,
+    }
+    for path, settings in files.items():
+        text = json.dumps(settings, indent=2) + "\n"
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    return list(files)
+
+
+def lab_command(py: Path, rest: list[str], is_root: bool | None = None) -> list[str]:
+    """The command that opens the course in JupyterLab. As root (a container, a classroom image), JupyterLab
+    refuses to start unless told ``--allow-root``: the course says so and tells it, and nothing else changes
+    (the server still listens on localhost only and still asks for its login token)."""
+    if is_root is None:
+        is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    args = [str(py), "-m", "jupyter", "lab", "notebooks", *rest]
+    if is_root and "--allow-root" not in rest:
+        print(
+            "Ejecutas como root (un contenedor, una imagen de aula): JupyterLab se abre con --allow-root; sigue "
+            "escuchando solo en localhost y pidiendo su token.\n"
+            "Running as root (a container, a classroom image): JupyterLab starts with --allow-root; it still listens "
+            "on localhost only and still asks for its token.",
+            flush=True,
+        )
+        args.append("--allow-root")
+    return args
 
 
 def parallel(rest: list[str]) -> list[str]:
@@ -120,7 +171,7 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if command == "lab":
         write_lab_settings(VENV)
-        args = [str(py), "-m", "jupyter", "lab", "notebooks", *rest]
+        args = lab_command(py, rest)
     elif command == "slides":
         args = [str(py), "tools/slides.py", *rest]
     elif command == "test":

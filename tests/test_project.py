@@ -206,3 +206,72 @@ def test_the_spanish_notebooks_run_after_everything_else_longest_first():
         "notebooks/es/09_de_gpt_a_la_generacion.ipynb",
         "notebooks/es/00_introduccion.ipynb",
     ]
+
+
+def test_another_python_makes_the_environment_anew(tmp_path):
+    """`python3.13 course.py test` after a 3.11 install must test on 3.13: course.py reads which Python made
+    `.venv` (pyvenv.cfg) and makes it anew when another one calls it."""
+    course = load_course()
+    assert course.venv_version(tmp_path) is None
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.10.13\n", encoding="utf-8")
+    assert course.venv_version(tmp_path) == "3.10"
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.13.0.final.0\n", encoding="utf-8")
+    assert course.venv_version(tmp_path) == "3.13"
+    assert course.PYTHON == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert course.venv_version(Path(sys.prefix)) in (course.PYTHON, None)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("as_root", [True, False])
+def test_lab_command_allows_root_and_nothing_more(as_root, capsys):
+    course = load_course()
+    args = course.lab_command(Path("python"), ["--no-browser"], is_root=as_root)
+    said = capsys.readouterr().out
+    assert ("--allow-root" in args) is as_root
+    assert ("Running as root" in said and "Ejecutas como root" in said) is as_root
+    assert not any(
+        a.startswith(("--ip", "--ServerApp.ip", "--ServerApp.token", "--IdentityProvider.token")) for a in args
+    )
+    assert course.lab_command(Path("python"), ["--allow-root"], is_root=True).count("--allow-root") == 1
+
+
+@pytest.mark.slow
+def test_lab_opens_the_course_as_whoever_runs_it(tmp_path):
+    """`python course.py lab` starts JupyterLab as this user (root in CI, a container or a classroom image):
+    it listens on localhost with a login token, and nbclassic's extension (and its banner) stays off."""
+    import signal
+    import time
+
+    course = load_course()
+    course.write_lab_settings(Path(sys.prefix))
+    port = free_port()
+    args = course.lab_command(Path(sys.executable), ["--no-browser", f"--port={port}", "--ServerApp.port_retries=0"])
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    server = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = server.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "Use Control-C to stop this server" in line:
+                break
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    log = "".join(lines)
+    assert f"http://localhost:{port}/lab?token=" in log, log
+    assert "Notebook 7" not in log and "nbclassic" not in log, log
+    assert "Running as root is not recommended" not in log

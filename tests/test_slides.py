@@ -211,7 +211,7 @@ def test_lab_settings_for_a_projector(tmp_path):
     sys.path.insert(0, str(ROOT))
     import course
 
-    path = course.write_lab_settings(tmp_path)
+    path, server = course.write_lab_settings(tmp_path)
     assert (
         path.relative_to(tmp_path).as_posix() == "share/jupyter/lab/settings/overrides.d/transformers-desde-cero.json"
     )
@@ -223,5 +223,14 @@ def test_lab_settings_for_a_projector(tmp_path):
     schema = json.loads((schema_dir / "notification.json").read_text(encoding="utf-8"))
     assert notification["fetchNews"] in [o["const"] for o in schema["properties"]["fetchNews"]["oneOf"]]
     assert schema["properties"]["checkForUpdates"]["type"] == "boolean"
-    before = path.stat().st_mtime_ns
-    assert course.write_lab_settings(tmp_path) == path and path.stat().st_mtime_ns == before
+    # the server's file turns nbclassic's extension off, and is read after nbclassic's own (name order)
+    assert json.loads(server.read_text(encoding="utf-8")) == {
+        "ServerApp": {"jpserver_extensions": {"nbclassic": False}}
+    }
+    installed = sorted(
+        p.name for p in (Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d").glob("*.json")
+    )
+    assert "nbclassic.json" not in installed or sorted([*installed, server.name])[-1] == server.name
+    before = path.stat().st_mtime_ns, server.stat().st_mtime_ns
+    assert course.write_lab_settings(tmp_path) == [path, server]
+    assert (path.stat().st_mtime_ns, server.stat().st_mtime_ns) == before
