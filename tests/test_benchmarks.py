@@ -58,3 +58,43 @@ def test_the_kernel_starts_with_that_environment(environment, tmp_path, profile)
     nbformat.write(nb, path)
     seconds, cells = bench.run(path, timeout=120, profile=profile)
     assert seconds > 0 and len(cells) == 1
+
+
+_gpu_spec = importlib.util.spec_from_file_location("benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
+gpu = importlib.util.module_from_spec(_gpu_spec)
+_gpu_spec.loader.exec_module(gpu)
+
+
+def test_the_goals_are_the_decided_ones():
+    """A notebook that trains a model live within 60 s, 11 within 30 s, any other within 20 s."""
+    assert [bench.goal(n) for n in ("07", "09", "10", "12", "13")] == [60.0] * 5
+    assert bench.goal("11") == 30.0 and bench.goal("00") == bench.goal("08") == 20.0
+
+
+def test_the_gpu_script_refuses_to_pretend_without_a_gpu(monkeypatch, capsys):
+    monkeypatch.setattr(gpu.torch.cuda, "is_available", lambda: False)
+    assert gpu.main(["00"]) == 2
+    assert "--cpu" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_gpu_script_reports_times_failures_and_the_gpu_branch(tmp_path, capsys):
+    """On the CPU (--cpu), on two small notebooks: one whose GPU branch prints the CPU's line, one whose
+    assertion fails; the report names the failing cell and its error, and the exit status is 1."""
+    good = nbformat.v4.new_notebook()
+    good.cells = [
+        nbformat.v4.new_markdown_cell("# good"),
+        nbformat.v4.new_code_cell("import torch\nx = 2"),
+        nbformat.v4.new_code_cell("if torch.cuda.is_available():\n    print('fused')\nelse:\n    print('no GPU here')"),
+    ]
+    bad = nbformat.v4.new_notebook()
+    bad.cells = [nbformat.v4.new_code_cell("y = 1"), nbformat.v4.new_code_cell("assert y == 2, 'not on this device'")]
+    nbformat.write(good, tmp_path / "00_good.ipynb")
+    nbformat.write(bad, tmp_path / "01_bad.ipynb")
+    status = gpu.main(["--cpu", "--no-verdict", "--folder", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "no GPU: the CPU" in out
+    assert "00_good.ipynb" in out and "cell 2 (branches on the GPU):" in out and "        no GPU here" in out
+    assert "01_bad.ipynb" in out and "FAILED at cell 1: AssertionError: not on this device" in out
+    assert "1 notebooks ran, 1 failed" in out

@@ -1,6 +1,7 @@
 """The runtime helpers: eval mode for a block."""
 
 import pytest
+import torch
 from torch import nn
 
 from minitransformer.runtime import eval_mode
@@ -15,3 +16,33 @@ def test_eval_mode_gives_the_model_back_its_mode_even_after_an_error(training):
     with pytest.raises(RuntimeError), eval_mode(model):
         raise RuntimeError("boom")
     assert model.training is training
+
+
+def test_the_device_is_chosen_in_one_place(monkeypatch):
+    """CUDA when there is a GPU, else the CPU; Apple's MPS, or the CPU on a GPU machine, only when the user asks
+    (MINITRANSFORMER_DEVICE); a name the course does not use, or a device this machine lacks, is a clear error."""
+    from minitransformer import runtime
+    from minitransformer.i18n import CourseError
+
+    monkeypatch.delenv(runtime.DEVICE_ENV, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert runtime.default_device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert runtime.default_device() == torch.device("cuda")
+    monkeypatch.setenv(runtime.DEVICE_ENV, "CPU")
+    assert runtime.default_device() == torch.device("cpu")
+    monkeypatch.setenv(runtime.DEVICE_ENV, "mps")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert runtime.default_device() == torch.device("mps")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(CourseError) as no_mps:
+        runtime.default_device()
+    assert "no such device" in no_mps.value.en and "no tiene ese dispositivo" in no_mps.value.es
+    monkeypatch.setenv(runtime.DEVICE_ENV, "tpu")
+    with pytest.raises(CourseError) as bad:
+        runtime.default_device()
+    assert "'cpu', 'cuda' or 'mps'" in bad.value.en and "«cpu», «cuda» o «mps»" in bad.value.es
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv(runtime.DEVICE_ENV, "cuda")
+    with pytest.raises(CourseError):
+        runtime.default_device()

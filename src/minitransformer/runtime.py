@@ -9,7 +9,9 @@ setup cell asks for without editing a notebook:
 - ``MINITRANSFORMER_THREADS``: the number of CPU threads (by default PyTorch's own choice,
   which uses every core). Float sums depend on how the work is split, so the same kernels,
   thread count and seed give bit-identical numbers; the stored outputs' thread count is part
-  of their numerics profile (:mod:`minitransformer.numerics`).
+  of their numerics profile (:mod:`minitransformer.numerics`);
+- ``MINITRANSFORMER_DEVICE``: the device the notebooks use, where the user chooses one
+  (:func:`default_device`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from .i18n import set_language
+from .i18n import error, set_language
 
-__all__ = ["SEED_ENV", "THREADS_ENV", "FIGURE_STYLE", "set_seed", "seed", "setup", "default_device"]
+__all__ = ["SEED_ENV", "THREADS_ENV", "DEVICE_ENV", "FIGURE_STYLE", "set_seed", "seed", "setup", "default_device"]
 
 SEED_ENV = "MINITRANSFORMER_SEED"
 THREADS_ENV = "MINITRANSFORMER_THREADS"
+DEVICE_ENV = "MINITRANSFORMER_DEVICE"
 
 # One look for every figure: large, legible on a projector (matplotlib rcParams).
 FIGURE_STYLE = {
@@ -61,8 +64,30 @@ def seed() -> int:
 
 
 def default_device() -> torch.device:
-    """The GPU when there is one, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The device the course runs on: the one ``MINITRANSFORMER_DEVICE`` names ("cpu", "cuda", "mps"), else
+    the CUDA GPU when there is one, else the CPU. Apple's MPS only when asked: it has no float64 (which the
+    course's corpus losses use) and some operations fall back to the CPU."""
+    asked = os.environ.get(DEVICE_ENV, "").strip().lower()
+    if not asked:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available(),
+        "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available(),
+    }
+    if asked not in available:
+        raise error(
+            f"{DEVICE_ENV}={asked!r}: el curso usa «cpu», «cuda» o «mps».",
+            f"{DEVICE_ENV}={asked!r}: the course uses 'cpu', 'cuda' or 'mps'.",
+        )
+    if not available[asked]:
+        raise error(
+            f"{DEVICE_ENV}={asked}: este equipo no tiene ese dispositivo (o este torch no lo admite); quita la "
+            "variable para usar la GPU CUDA si la hay, o la CPU.",
+            f"{DEVICE_ENV}={asked}: this machine has no such device (or this torch does not support it); unset the "
+            "variable to use the CUDA GPU if there is one, else the CPU.",
+        )
+    return torch.device(asked)
 
 
 def setup(seed: int = 0, lang: str | None = None) -> torch.device:
