@@ -288,6 +288,11 @@ BAD = {
         "no es un token especial",
         "is not a special token",
     ),
+    "an allowed special token of no tokenizer": (
+        lambda tok: train_bpe("abc", 260).encode("a", allowed_special={"<bos>"}),
+        "no es un token especial",
+        "is not a special token",
+    ),
     "allowed_special as a string": (
         lambda tok: tok.encode("a", allowed_special="<bos>"),
         "'all' o un conjunto",
@@ -614,6 +619,8 @@ TRICKY = [
     "¿Qué año es? ¡Feliz año! 👩‍👩‍👧 🇪🇸 ñ",
     "x<eos>y<es><en>z<es>" + "w" * 300 + "<bos>",
     "<es" + "<en>" + "<bos" + ">",
+    "x \u2000<eos>abcdefgh",  # before a special token the spaces are one piece; before text, two
+    "don't  <bos>'s  ",
 ]
 
 
@@ -629,6 +636,7 @@ def test_encode_iterable_is_encode_on_the_whole_text(corpora):
     texts += [with_specials(prose("es", "test")[:2000], rng, 50)]
     for text in texts:
         expected = tok.encode(text, allowed_special="all")
+        assert list(tok.encode_iterable([text], allowed_special="all")) == expected
         for _ in range(8):
             n = rng.choice([1, 3, 10, len(text)])
             for chunks in (
@@ -638,6 +646,21 @@ def test_encode_iterable_is_encode_on_the_whole_text(corpora):
                 assert list(tok.encode_iterable(chunks, allowed_special="all")) == expected, (text, chunks)
         plain = tok.encode(text, disallowed_special=())
         assert list(tok.encode_iterable(list(text), disallowed_special=())) == plain  # one character at a time
+
+
+def test_encode_iterable_on_texts_made_of_the_hard_parts():
+    """Contractions, runs of spaces of every kind, special tokens that start alike, cut characters."""
+    specials = ["<a>", "<a><b>", "<b>", "a<"]
+    tok = train_bpe(prose("en", "train")[:20_000], 800, special_tokens=specials)
+    parts = ["'", "s", "re", "ll", " ", "  ", "\n", "\t", "\u2000", "\xa0", "a", "<", ">", "<a>", "<b>", "1", "é", "👍"]
+    rng = random.Random(10)
+    for _ in range(400):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 30)))
+        allowed = rng.choice(["all", {"<a>"}, set()])
+        expected = tok.encode(text, allowed_special=allowed, disallowed_special=())
+        data = text if rng.random() < 0.5 else text.encode()
+        chunks = random_chunks(rng, data, rng.randint(0, 6))
+        assert list(tok.encode_iterable(chunks, allowed_special=allowed, disallowed_special=())) == expected, chunks
 
 
 def test_encode_iterable_refuses_a_special_token_cut_between_chunks():

@@ -410,8 +410,8 @@ class ByteBPE:
             disallowed = chosen(disallowed_special, "disallowed_special")
         return _special_regex(allowed), _special_regex(disallowed)
 
-    def _refuse(self, text: str, disallowed: Any) -> None:
-        found = disallowed.search(text) if disallowed is not None else None
+    def _refuse(self, text: str, disallowed: Any, start: int = 0) -> None:
+        found = disallowed.search(text, start) if disallowed is not None else None
         if found:
             raise error(
                 f"el texto contiene el token especial {found.group()!r}. Para codificarlo como token especial, "
@@ -433,7 +433,7 @@ class ByteBPE:
                 These are tiktoken's arguments and defaults.
         """
         text = _text(text)
-        if not self.special_tokens:
+        if not self.special_tokens and allowed_special == () and disallowed_special == "all":
             return self._encode_ordinary(text)
         allowed, disallowed = self._special_choice(allowed_special, disallowed_special)
         self._refuse(text, disallowed)
@@ -462,9 +462,10 @@ class ByteBPE:
                         f"los bytes no son UTF-8 válido ({bad.reason}).",
                         f"the bytes are not valid UTF-8 ({bad.reason}).",
                     ) from None
+            seen = len(buffer)
             buffer += _text(chunk)
-            self._refuse(buffer, disallowed)
-            limit = len(buffer) - (longest - 1)  # a special token starting here could still grow
+            self._refuse(buffer, disallowed, max(0, seen - (longest - 1)))  # a special token ending in the chunk
+            limit = len(buffer) - (longest - 1)  # a special token starting here may not be complete
             start = 0
             for m in allowed.finditer(buffer) if allowed is not None else ():
                 if m.start() >= limit:
@@ -474,7 +475,7 @@ class ByteBPE:
                 start = m.end()
             end = start  # the pieces of the last text are final when they end well before the end
             for m in _SPLIT.finditer(buffer, start):
-                if m.end() + _HOLD > len(buffer) or m.end() > limit:
+                if m.end() + _HOLD > limit:  # what follows (or a special token there) could change it
                     break
                 yield from self._encode_pieces([m.group()])  # as found here: alone, a piece may split otherwise
                 end = m.end()
