@@ -57,6 +57,7 @@ __all__ = [
     "BYTE_ORDER",
     "BYTE_ID",
     "BYTE_CHAR",
+    "CHAR_BYTE",
     "pretokenize",
     "count_pairs",
     "merge",
@@ -276,9 +277,9 @@ class ByteBPE:
         set_(self, "_made", [new for _, new in self.merges])
         set_(self, "_byte_ids", byte_ids)
         set_(self, "_byte_table", bytes(byte_ids) if max(byte_ids) < 256 else None)  # for bytes.translate
-        byte_pair_rank = np.full((256, 256), -1, dtype=np.int32)  # for long pieces
+        byte_pair_rank = np.full((256, 256), -1, dtype=np.int32)  # the bytes' pairs' ranks, for long pieces
         if self._byte_table is not None:
-            for rank, ((a, b), _) in enumerate(self.merges):
+            for rank, ((a, b), _) in enumerate(merges):
                 if a < 256 and b < 256:
                     byte_pair_rank[a, b] = rank
         set_(self, "_byte_pair_rank", byte_pair_rank)
