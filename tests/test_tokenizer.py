@@ -1,5 +1,7 @@
 """Byte-level BPE against Hugging Face ``tokenizers``: the same pieces, merges and ids on the
-course's corpus and on random text; exact round-trips on arbitrary Unicode; clear errors."""
+course's corpus and on random text, with special tokens too, and from GPT-2's files; exact
+round-trips on arbitrary Unicode; streaming equal to the whole text; the tie rules against a
+plain reference; clear errors."""
 
 from __future__ import annotations
 
