@@ -205,18 +205,13 @@ def _split_specials(text: str, pattern: Any) -> Iterator[tuple[str, bool]]:
 
 def _as_id(i: Any, n: int | None = None) -> int:
     """``i`` as a Python int (numpy and torch integers too), else a clear error; below ``n`` if given."""
-    if isinstance(i, bool) or not hasattr(type(i), "__index__"):
+    boolean = isinstance(i, bool) or str(getattr(i, "dtype", "")) in ("bool", "torch.bool")  # numpy's, torch's
+    if boolean or not hasattr(type(i), "__index__"):
         raise error(
             f"el id {i!r} no es un token de este tokenizador: los ids son enteros, no {type(i).__name__}.",
             f"the id {i!r} is not a token of this tokenizer: ids are integers, not {type(i).__name__}.",
         )
-    try:
-        i = operator.index(i)
-    except TypeError:  # numpy's bool: it has __index__, and refuses
-        raise error(
-            f"el id {i!r} no es un token de este tokenizador: los ids son enteros, no {type(i).__name__}.",
-            f"the id {i!r} is not a token of this tokenizer: ids are integers, not {type(i).__name__}.",
-        ) from None
+    i = operator.index(i)
     if i < 0 or (n is not None and i >= n):
         top = f"de 0 a {n - 1}" if n is not None else "de 0 en adelante"
         top_en = f"from 0 to {n - 1}" if n is not None else "from 0 up"
