@@ -59,16 +59,11 @@ EXAMPLES = [
 ]
 
 
-def hf_tokenizer(text: str, vocab_size: int) -> Tokenizer:
-    """``tokenizers``' byte-level BPE trained on ``text``: no prefix space, the 256 bytes first."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator([text], trainer=trainer)
-    return tok
+# tokenizers' byte-level BPE trained on a text: no prefix space, the 256 bytes first (the benchmark's peer).
+_spec = importlib.util.spec_from_file_location("benchmark_tokenizer", ROOT / "benchmarks" / "tokenizer.py")
+_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_bench)
+hf_tokenizer = _bench.hf_train
 
 
 def as_chars(data: bytes) -> str:
