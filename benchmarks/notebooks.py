@@ -31,7 +31,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from minitransformer.numerics import PROFILE, profile_environ  # noqa: E402
+from minitransformer.course.numerics import PROFILE, profile_environ  # noqa: E402
 
 GOALS = {"07": 45.0, "09": 45.0, "10": 45.0}
 DEFAULT_GOAL = 15.0

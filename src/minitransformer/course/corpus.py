@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .data import Vocab, pad_sequences, spell_number
-from .i18n import check_lang, error
+from ..data import Vocab, pad_sequences, spell_number
+from ..i18n import check_lang, error
 
 __all__ = ["LANG_TAGS", "SEPARATOR", "CountingCorpus", "LineKey", "ParsedLine"]
 

@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from ..data import pad_sequences
+from ..i18n import check_lang, decimal, error, tr
+from ..modern import ModernConfig, ModernTransformer
+from ..train import lm_loss, train
 from .corpus import LANG_TAGS, CountingCorpus
-from .data import pad_sequences
-from .gpt import lm_loss
-from .i18n import check_lang, decimal, error, tr
-from .modern import ModernConfig, ModernTransformer
-from .train import train
 
 __all__ = [
     "AblationSetup",
@@ -90,7 +89,7 @@ class Variant:
     def build(self, vocab_size: int, max_len: int, pad_id: int, setup: AblationSetup) -> nn.Module:
         """A fresh model for this variant (its weights come from the current random state)."""
         if self.model == "gpt":
-            from .gpt import GPT, GPTConfig
+            from ..gpt import GPT, GPTConfig
 
             return GPT(
                 GPTConfig(

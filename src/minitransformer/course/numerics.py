@@ -9,7 +9,7 @@ stored outputs were made with (kept beside them, in ``notebooks/numerics.json``)
 differ, the notebooks still run and their assertions are checked, but the outputs that depend on
 float numerics are not compared.
 
-    python -m minitransformer.numerics      # this process's fingerprint, as JSON
+    python -m minitransformer.course.numerics      # this process's fingerprint, as JSON
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from .i18n import tr
+from ..i18n import tr
 
 __all__ = [
     "PROFILE",
@@ -33,6 +33,7 @@ __all__ = [
     "differences",
     "verdict",
     "user_language",
+    "main",
 ]
 
 # Environment variable -> value, each one there because changing it changes the stored numbers
@@ -72,10 +73,10 @@ def _computation() -> list:
     import torch
     import torch.nn.functional as F
 
-    from .gpt import GPT, GPTConfig
-    from .model import Transformer, TransformerConfig
-    from .modern import ModernConfig, ModernTransformer
-    from .runtime import set_seed
+    from ..gpt import GPT, GPTConfig
+    from ..model import Transformer, TransformerConfig
+    from ..modern import ModernConfig, ModernTransformer
+    from ..runtime import set_seed
 
     set_seed(int(os.environ.get("MINITRANSFORMER_SEED") or SEED))
     config = TransformerConfig(
@@ -106,7 +107,7 @@ def fingerprint() -> dict:
     them. Run it in a process started with the profile's environment (:func:`measure` does)."""
     import torch
 
-    from .runtime import THREADS_ENV, default_device
+    from ..runtime import THREADS_ENV, default_device
 
     if os.environ.get(THREADS_ENV):  # as a notebook's setup cell does
         torch.set_num_threads(int(os.environ[THREADS_ENV]))
@@ -128,7 +129,7 @@ def measure(environ: Mapping[str, str] | None = None) -> dict:
     """:func:`fingerprint` in a fresh Python process with ``environ`` under the profile, as a notebook
     kernel started by the test command would see it."""
     done = subprocess.run(
-        [sys.executable, "-m", "minitransformer.numerics"],
+        [sys.executable, "-m", "minitransformer.course.numerics"],
         env=profile_environ(environ),
         capture_output=True,
         text=True,
@@ -196,5 +197,10 @@ def verdict(measured: Mapping, stored: Mapping, lang: str) -> str:
     )
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Print this process's :func:`fingerprint` as one line of JSON."""
     print(json.dumps(fingerprint()))
+
+
+if __name__ == "__main__":
+    main()

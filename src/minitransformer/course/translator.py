@@ -15,12 +15,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from . import runtime
-from .data import Batch, NumberTranslation, spell_number
-from .decoding import beam_search, greedy_decode
-from .model import Transformer, TransformerConfig
-from .runtime import default_device, set_seed
-from .train import TrainedModel, load_checkpoint, save_checkpoint, train
+from .. import runtime
+from ..data import Batch, NumberTranslation, spell_number
+from ..decoding import beam_search, greedy_decode
+from ..model import Transformer, TransformerConfig
+from ..runtime import default_device, set_seed
+from ..train import TrainedModel, load_checkpoint, save_checkpoint, train
 
 __all__ = [
     "NumberRecipe",
