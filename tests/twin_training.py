@@ -40,7 +40,9 @@ TRAINING = {
     "minitransformer.course.ablation": ("run_ablation",),
 }
 OLD_NAMES = {
+    "minitransformer.translator": ("train_number_translator",),
     "minitransformer.gpt": ("train_counting_gpt",),
+    "minitransformer.ablation": ("run_ablation",),
 }
 
 
