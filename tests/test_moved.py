@@ -140,6 +140,7 @@ def test_moved_tables_exist():
     assert {old for old, _, _ in moved_tables()} == {
         "minitransformer.gpt",
         "minitransformer.modern",
+        "minitransformer.tokenizer",
         "minitransformer.viz.heads",
     }
 
