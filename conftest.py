@@ -1,11 +1,11 @@
 """Settings for the whole test run (unit tests and notebooks).
 
 - Notebook kernels started by nbval inherit the numerics profile of the stored outputs
-  (``minitransformer.numerics.PROFILE``: thread count, CPU kernels, MKL's code path). A variable
+  (``minitransformer.course.numerics.PROFILE``: thread count, CPU kernels, MKL's code path). A variable
   already set in the environment wins, so a run under another profile stays possible (CI's
   second leg runs the English notebooks on one thread with another seed).
 - Before comparing notebooks with their stored outputs, the run measures whether this machine
-  reproduces that profile: a fingerprint (``python -m minitransformer.numerics``) against the one
+  reproduces that profile: a fingerprint (``python -m minitransformer.course.numerics``) against the one
   kept in ``notebooks/numerics.json``. It says which in one line, in the user's language. Where
   it does not reproduce, every cell still runs and its assertions are checked, and the outputs
   are compared except those of the cells listed there as depending on float numerics or the seed.
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer import numerics
+from minitransformer.course import numerics
 
 ROOT = Path(__file__).resolve().parent
 STORED = ROOT / "notebooks" / "numerics.json"

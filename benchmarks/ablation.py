@@ -1,6 +1,6 @@
 """The full ablation of notebook 10: every variant, several seeds, on held-out counting lines.
 
-Each variant (see ``minitransformer.ablation.VARIANTS``) changes one thing with respect to
+Each variant (see ``minitransformer.course.ablation.VARIANTS``) changes one thing with respect to
 the modern model, or is notebook 09's GPT; all train on the same batches for the same steps
 and are scored on the same held-out lines (never trained on) under the honest causal mask.
 Each training run uses one CPU thread, so its numbers do not depend on how many run at once.
@@ -8,7 +8,7 @@ Each training run uses one CPU thread, so its numbers do not depend on how many 
     python benchmarks/ablation.py                   # 10 seeds: about an hour on one core
     python benchmarks/ablation.py --jobs 8          # the same runs, 8 at a time
     python benchmarks/ablation.py --seeds 0 1 2 --steps 600
-    python benchmarks/ablation.py --write           # also store the table in minitransformer/ablation.py
+    python benchmarks/ablation.py --write           # also store the table in minitransformer/course/ablation.py
 
 ``--write`` replaces the ``MEASURED`` table (and ``MEASURED_SEEDS``) that notebook 10 shows
 next to its own, smaller, live run; it refuses a run with other steps than ``FULL_SETUP``'s,
@@ -30,8 +30,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 
-from minitransformer import ablation  # noqa: E402
-from minitransformer.ablation import VARIANTS, counting_task, format_table, train_variant  # noqa: E402
+from minitransformer.course import ablation  # noqa: E402
+from minitransformer.course.ablation import VARIANTS, counting_task, format_table, train_variant  # noqa: E402
 
 
 def one_run(name: str, seed: int, steps: int) -> tuple[str, int, float, float]:
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)))
     parser.add_argument("--steps", type=int, default=ablation.FULL_SETUP.steps)
     parser.add_argument("--jobs", type=int, default=1, help="training runs at a time (one CPU thread each)")
-    parser.add_argument("--write", action="store_true", help="store the table in minitransformer/ablation.py")
+    parser.add_argument("--write", action="store_true", help="store the table in minitransformer/course/ablation.py")
     args = parser.parse_args()
     if args.write and args.steps != ablation.FULL_SETUP.steps:
         raise SystemExit(f"--write stores FULL_SETUP's table: run it with --steps {ablation.FULL_SETUP.steps}")
@@ -81,7 +81,7 @@ def main() -> None:
             r"# measured by benchmarks/ablation\.py.*?\nMEASURED: .*?\}\n", lambda m: block, text, flags=re.S
         )
         if n != 1:
-            raise SystemExit("could not find the MEASURED block in minitransformer/ablation.py")
+            raise SystemExit("could not find the MEASURED block in minitransformer/course/ablation.py")
         path.write_text(new, encoding="utf-8")
         print(f"\nwritten to {path}")
 

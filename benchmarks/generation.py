@@ -2,7 +2,7 @@
 
 For each model (GPT, notebook 09's, and the modern LLaMA-style model of notebook 10, with
 grouped-query heads), each size and each number of generated tokens N, the script generates
-N tokens from a short prompt with :func:`minitransformer.gpt.generate` three ways: with the
+N tokens from a short prompt with :func:`minitransformer.generation.generate` three ways: with the
 growing cache (``torch.cat`` per step), with the preallocated cache (written in place) and
 without a cache (the same tokens: checked), rotating which goes first, and prints the median
 throughput (tokens/s) of each and the speed-up of the growing cache over no cache.
@@ -27,7 +27,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no busy-waiting threads o
 
 import torch  # noqa: E402
 
-from minitransformer.gpt import GPT, GPTConfig, generate  # noqa: E402
+from minitransformer.generation import generate  # noqa: E402
+from minitransformer.gpt import GPT, GPTConfig  # noqa: E402
 from minitransformer.modern import ModernConfig, ModernTransformer  # noqa: E402
 
 SIZES = {  # name: (d_model, n_heads, n_layers)

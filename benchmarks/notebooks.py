@@ -33,7 +33,7 @@ from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from minitransformer.numerics import PROFILE, profile_environ  # noqa: E402
+from minitransformer.course.numerics import PROFILE, profile_environ  # noqa: E402
 
 GOALS = {"07": 60.0, "09": 60.0, "10": 60.0, "11": 30.0, "12": 60.0, "13": 60.0}
 DEFAULT_GOAL = 20.0

@@ -34,10 +34,10 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
+from minitransformer.course.translator import NUMBER_RECIPE  # noqa: E402
 from minitransformer.data import Batch, NumberTranslation, make_batch  # noqa: E402
 from minitransformer.model import Transformer, TransformerConfig  # noqa: E402
 from minitransformer.reference import to_torch_transformer  # noqa: E402
-from minitransformer.translator import NUMBER_RECIPE  # noqa: E402
 
 
 class TorchSeq2Seq(nn.Module):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from minitransformer.gpt import generate
+from minitransformer.generation import generate
 
 
 def padded_prompt() -> torch.Tensor:

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from minitransformer.ablation import (
+from minitransformer.course.ablation import (
     FULL_SETUP,
     LIVE_SETUP,
     MEASURED,

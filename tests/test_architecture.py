@@ -1,4 +1,5 @@
-"""The package's imports run one way: down the order written in src/minitransformer/README.md."""
+"""The package's imports run one way: down the order written in src/minitransformer/README.md, and down
+the layers written here (the concepts never import the course's props)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,33 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minitransformer"
 MAP = PACKAGE / "README.md"
+
+# The package's layers, bottom to top: a module imports from its own layer or the layers below, never
+# from one above. (Within a layer, the README's order decides.)
+LAYERS = {
+    "foundations": "the two languages, old names, seed, threads and device",
+    "concepts": "what the notebooks teach: attention to the models, training, generation, weights, measurements",
+    "course": "the course's props (minitransformer.course): recipes, corpora, runs, the numerics profile",
+    "figures": "viz: figures of the concepts and of the course's runs",
+    "exercises": "exercises: checkers of the notebooks' exercises",
+    "old names": "modules that only re-export a module that moved into course/ (saved notebooks import them)",
+}
+FOUNDATIONS = {"i18n", "moved", "runtime"}
+OLD_NAMES = {
+    "corpus": "course.corpus",
+    "translator": "course.translator",
+    "ablation": "course.ablation",
+    "numerics": "course.numerics",
+}
+
+
+def layer(module: str) -> str:
+    """The layer of a module of the package (``viz.heads`` -> ``figures``)."""
+    if module in FOUNDATIONS:
+        return "foundations"
+    if module in OLD_NAMES:
+        return "old names"
+    return {"course": "course", "viz": "figures", "exercises": "exercises"}.get(module.split(".")[0], "concepts")
 
 
 def import_order(text: str) -> list[str]:
@@ -144,3 +172,75 @@ def test_a_wrong_way_import_is_reported():
     }
     assert violations(order, sources) == ["data:3 imports model, which the map puts below it"]
     assert violations(order, {**sources, "data": ("from .attention import padding_mask", False)}) == []
+
+
+def layer_violations(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """Every import of a module in a higher layer than the importer's."""
+    height = {name: i for i, name in enumerate(LAYERS)}
+    known = set(sources)
+    wrong = []
+    for name, (source, is_package) in sources.items():
+        if not name:
+            continue
+        for line, target in imported(source, name, is_package, known):
+            if target and height[layer(target)] > height[layer(name)]:
+                wrong.append(f"{name}:{line} ({layer(name)}) imports {target} ({layer(target)})")
+    return wrong
+
+
+def sources_of_the_package() -> dict[str, tuple[str, bool]]:
+    return {name: (path.read_text(encoding="utf-8"), path.name == "__init__.py") for name, path in modules().items()}
+
+
+def test_no_module_imports_a_higher_layer():
+    wrong = layer_violations(sources_of_the_package())
+    assert not wrong, "imports against the layers of tests/test_architecture.py:\n  " + "\n  ".join(wrong)
+
+
+def test_the_concepts_never_import_the_course():
+    sources = sources_of_the_package()
+    known = set(sources)
+    wrong = [
+        f"{name}:{line} imports {target}"
+        for name, (source, is_package) in sources.items()
+        if name and layer(name) in ("foundations", "concepts")
+        for line, target in imported(source, name, is_package, known)
+        if target.split(".")[0] == "course" or target in OLD_NAMES
+    ]
+    assert not wrong, "a concept module imports the course's props:\n  " + "\n  ".join(wrong)
+
+
+def test_every_module_has_a_layer_and_the_layers_follow_the_map():
+    order = import_order(MAP.read_text(encoding="utf-8"))
+    heights = [list(LAYERS).index(layer(name)) for name in order]
+    out_of_place = [name for name, h, before in zip(order[1:], heights[1:], heights) if h < before]
+    assert not out_of_place, f"the README's map lists these below a higher layer: {out_of_place}"
+
+
+def test_an_old_name_only_re_exports_where_the_module_lives_now():
+    """corpus.py, translator.py, ablation.py, numerics.py: a docstring and a star import (numerics keeps
+    ``python -m``), nothing else; nothing in the package imports them."""
+    for old, new in OLD_NAMES.items():
+        source = (PACKAGE / f"{old}.py").read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        docstring = ast.get_docstring(tree)
+        assert docstring and f"minitransformer.{new}" in docstring, old
+        code = tree.body[1:]
+        stars = [n for n in code if isinstance(n, ast.ImportFrom) and n.module == new and n.names[0].name == "*"]
+        assert len(stars) == 1, f"{old}.py must re-export {new} with one star import"
+        rest = [n for n in code if n is not stars[0]]
+        allowed = old == "numerics" and all(
+            (isinstance(n, ast.ImportFrom) and n.module == new) or isinstance(n, ast.If) for n in rest
+        )
+        assert not rest or allowed, f"{old}.py holds more than a re-export"
+
+
+def test_a_wrong_layer_import_is_reported():
+    sources = {
+        "model": ("from .course.translator import NUMBER_RECIPE", False),
+        "course.translator": ("from ..model import Transformer", False),
+        "viz.training": ("from ..course.translator import NUMBER_RECIPE", False),
+        "i18n": ("", False),
+        "course": ("", True),
+    }
+    assert layer_violations(sources) == ["model:1 (concepts) imports course.translator (course)"]

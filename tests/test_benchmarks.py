@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minitransformer.numerics import PROFILE
+from minitransformer.course.numerics import PROFILE
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("benchmark_notebooks", ROOT / "benchmarks" / "notebooks.py")

@@ -1,7 +1,7 @@
 """bertviz's views with the libraries from installed packages, opened in a real (headless) Chromium.
 
 Every network request of the browser is refused, so these tests show that the views draw offline
-with what pip installed (``heads.offline_scripts``: d3 from mpld3, jQuery and require.js from
+with what pip installed (``bertviz.offline_scripts``: d3 from mpld3, jQuery and require.js from
 nbclassic), and that bertviz's own page, which loads them from a CDN, stays blank offline.
 """
 
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from minitransformer.model import Transformer, TransformerConfig
-from minitransformer.viz import heads
+from minitransformer.viz import bertviz, heads
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
@@ -80,14 +80,14 @@ def maps():
 
 
 def test_the_libraries_come_from_pip_packages():
-    files = heads.script_files()
+    files = bertviz.script_files()
     assert files is not None, "mpld3 and nbclassic (the course's 'lab' extra) are not installed"
     assert all("site-packages" in str(p) or "dist-packages" in str(p) for p in files.values()), files
 
 
 def test_head_view_draws_offline(maps, tmp_path):
-    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    page = heads.write_offline_page(view, tmp_path / "head.html")
+    view = bertviz.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    page = bertviz.write_offline_page(view, tmp_path / "head.html")
     document = dom(page)
     assert document.count("<svg") == 1, "the head view drew no SVG: the page is blank"
     # The first view is the encoder's self-attention: its tokens on both sides ...
@@ -107,8 +107,8 @@ def test_head_view_draws_offline(maps, tmp_path):
 
 
 def test_model_view_draws_offline(maps, tmp_path):
-    view = heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    document = dom(heads.write_offline_page(view, tmp_path / "model.html"))
+    view = bertviz.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    document = dom(bertviz.write_offline_page(view, tmp_path / "model.html"))
     assert document.count("<svg") == 1
     # one thumbnail per layer and head, each with a line per (query, key) pair
     assert document.count("<line") == L * H * len(SRC) * len(SRC)
@@ -120,11 +120,11 @@ def test_model_view_draws_offline(maps, tmp_path):
 def test_views_draw_where_the_page_already_has_require_js(maps, tmp_path):
     """As in a slide deck (nbconvert loads jQuery and require.js first) and in a notebook where
     the libraries cell ran twice: every view still draws."""
-    files = heads.script_files()
-    scripts = f"<script>{heads.offline_scripts().data}</script>"
+    files = bertviz.script_files()
+    scripts = f"<script>{bertviz.offline_scripts().data}</script>"
     views = [
-        heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
-        heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
+        bertviz.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
+        bertviz.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data,
     ]
     page = tmp_path / "deck-like.html"
     page.write_text(
@@ -142,15 +142,15 @@ def test_self_attention_view_draws_offline(tmp_path):
     torch.manual_seed(1)
     weights = [torch.softmax(torch.randn(1, 3, 5, 5), -1) for _ in range(2)]
     tokens = ["[CLS]", "the", "animal", "it", "[SEP]"]
-    view = heads.head_view(weights, tokens, html_action="return")
-    document = dom(heads.write_offline_page(view, tmp_path / "self.html"))
+    view = bertviz.head_view(weights, tokens, html_action="return")
+    document = dom(bertviz.write_offline_page(view, tmp_path / "self.html"))
     assert texts(document) == tokens + tokens
     assert document.count("<line") == 3 * 5 * 5
 
 
 def test_bertviz_page_from_the_cdn_stays_blank_offline(maps, tmp_path):
     """Why the libraries are needed: without them, bertviz's own page draws nothing offline."""
-    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    view = bertviz.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
     page = tmp_path / "cdn.html"
     page.write_text(f"<!DOCTYPE html><html><body>{view.data}</body></html>", encoding="utf-8")
     document = dom(page)

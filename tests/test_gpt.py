@@ -7,8 +7,11 @@ import random
 import pytest
 import torch
 
-from minitransformer.corpus import CountingCorpus
-from minitransformer.gpt import GPT, GPTConfig, from_gpt2, generate, lm_loss, train_gpt
+from minitransformer.course.corpus import CountingCorpus
+from minitransformer.generation import generate
+from minitransformer.gpt import GPT, GPTConfig
+from minitransformer.hf_import import from_gpt2
+from minitransformer.train import lm_loss, train_gpt
 
 
 def tiny(**kw) -> GPT:
@@ -300,7 +303,7 @@ def test_held_out_lines_are_never_drawn_and_the_distinct_share_is_the_expected_o
 def test_corpus_loss_against_the_floor_and_by_hand():
     import math
 
-    from minitransformer.gpt import corpus_loss
+    from minitransformer.course.counting import corpus_loss
 
     corpus = CountingCorpus(12, min_count=2, max_count=4, held_out={("es", 3, 2), ("en", 0, 4)})
     torch.manual_seed(0)

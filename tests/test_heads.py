@@ -1,4 +1,4 @@
-"""bertviz adapters, static head figures and the offline page (minitransformer.viz.heads)."""
+"""bertviz adapters (minitransformer.viz.bertviz), static head figures (minitransformer.viz.heads) and the offline page."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import torch  # noqa: E402
 from minitransformer.attention import scaled_dot_product_attention  # noqa: E402
 from minitransformer.exercises.heads import check_attention_row, check_strongest_head  # noqa: E402
 from minitransformer.model import Encoder, Transformer, TransformerConfig  # noqa: E402
+from minitransformer.viz import bertviz as views  # noqa: E402
 from minitransformer.viz import heads  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def test_translator_attention_is_the_models_own_eval_forward(model, batch):
 def test_bertviz_arguments_encoder_decoder(model, batch):
     src, tgt = batch
     maps = heads.translator_attention(model, src, tgt)
-    kw = heads.bertviz_arguments(maps, src_tokens=SRC, tgt_tokens=TGT, index=0)
+    kw = views.bertviz_arguments(maps, src_tokens=SRC, tgt_tokens=TGT, index=0)
     assert kw["encoder_tokens"] == SRC and kw["decoder_tokens"] == TGT
     assert [tuple(w.shape) for w in kw["encoder_attention"]] == [(1, 4, 4, 4)] * 2
     assert [tuple(w.shape) for w in kw["decoder_attention"]] == [(1, 4, 3, 3)] * 2
@@ -71,7 +72,7 @@ def test_bertviz_arguments_encoder_decoder(model, batch):
     for w in kw["encoder_attention"] + kw["cross_attention"]:
         torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)), rtol=0, atol=3e-3)
     # The second example of the batch.
-    kw1 = heads.bertviz_arguments(maps, src_tokens=SRC + ["x"], tgt_tokens=TGT, index=1, decimals=None)
+    kw1 = views.bertviz_arguments(maps, src_tokens=SRC + ["x"], tgt_tokens=TGT, index=1, decimals=None)
     torch.testing.assert_close(kw1["cross_attention"][1], maps.cross[1][1:2].double(), rtol=0, atol=0)
 
 
@@ -82,27 +83,27 @@ def test_bertviz_arguments_self_attention_and_errors():
     )
     encoder = Encoder(config).eval()
     _, maps = encoder(torch.tensor([[1, 2, 3]]))
-    kw = heads.bertviz_arguments(maps, ["a", "b", "c"], decimals=None)
+    kw = views.bertviz_arguments(maps, ["a", "b", "c"], decimals=None)
     assert set(kw) == {"attention", "tokens"}
     for ours, theirs in zip(kw["attention"], maps):
         torch.testing.assert_close(ours, theirs.double(), rtol=0, atol=0)
     # (H, T, S) maps are accepted too
-    kw3 = heads.bertviz_arguments([m[0] for m in maps], ["a", "b", "c"], decimals=None)
+    kw3 = views.bertviz_arguments([m[0] for m in maps], ["a", "b", "c"], decimals=None)
     torch.testing.assert_close(kw3["attention"][2], kw["attention"][2])
     with pytest.raises(ValueError, match="smaller than the tokens"):
-        heads.bertviz_arguments(maps, ["a", "b", "c", "d"])
+        views.bertviz_arguments(maps, ["a", "b", "c", "d"])
     with pytest.raises(ValueError, match="tokens"):
-        heads.bertviz_arguments(maps)
+        views.bertviz_arguments(maps)
     with pytest.raises(ValueError, match="outside the batch"):
-        heads.bertviz_arguments(maps, ["a"], index=3)
+        views.bertviz_arguments(maps, ["a"], index=3)
 
 
 def test_bertviz_arguments_needs_both_token_lists(model, batch):
     maps = heads.translator_attention(model, *batch)
     with pytest.raises(ValueError, match="src_tokens and tgt_tokens"):
-        heads.bertviz_arguments(maps, src_tokens=SRC)
+        views.bertviz_arguments(maps, src_tokens=SRC)
     with pytest.raises(ValueError, match="src_tokens and tgt_tokens"):
-        heads.bertviz_arguments(maps, SRC)
+        views.bertviz_arguments(maps, SRC)
 
 
 def _params(html: str) -> dict:
@@ -112,7 +113,7 @@ def _params(html: str) -> dict:
 
 def test_head_and_model_view_embed_our_rounded_maps(model, batch):
     maps = heads.translator_attention(model, *batch)
-    html = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    html = views.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
     params = _params(html)
     names = [d["name"] for d in params["attention"]]
     assert names == ["Encoder", "Decoder", "Cross"]
@@ -123,7 +124,7 @@ def test_head_and_model_view_embed_our_rounded_maps(model, batch):
     # small and stable: no number longer than "0.123"
     numbers = re.findall(r"\d+\.\d+", json.dumps(cross["attn"]))
     assert numbers and max(len(n) for n in numbers) <= 5
-    mv = heads.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    mv = views.model_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
     assert _params(mv)["display_mode"] == "light"
     assert len(_params(mv)["attention"]) == 3
 
@@ -135,7 +136,7 @@ def test_view_is_bertvizs_own_display(model, batch, monkeypatch):
     shown = []
     monkeypatch.setattr(sys.modules["bertviz.head_view"], "display", shown.append)
     maps = heads.translator_attention(model, *batch)
-    assert heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT) is None
+    assert views.head_view(maps, src_tokens=SRC, tgt_tokens=TGT) is None
     assert [type(o).__name__ for o in shown] == ["HTML", "HTML", "Javascript"]
     assert shown[1].data.strip().startswith('<div id="bertviz-')
     assert "requirejs(['jquery', 'd3']" in shown[2].data
@@ -148,8 +149,8 @@ def test_bertviz_ids_are_sanitised_for_nbval(model, batch):
     cfg.read(ROOT / "tests" / "nbval_sanitize.cfg")
     pattern = re.compile(cfg["bertviz element ids"]["regex"])
     maps = heads.translator_attention(model, *batch)
-    a = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
-    b = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    a = views.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
+    b = views.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return").data
     assert a != b  # a fresh random id each time ...
     assert pattern.sub("bertviz-ID", a) == pattern.sub("bertviz-ID", b)  # ... and nothing else differs
     assert "bertviz-ID" in pattern.sub("bertviz-ID", a)
@@ -216,10 +217,10 @@ def test_score_breakdown_matches_attention():
 
 
 def test_offline_scripts_come_from_installed_packages():
-    files = heads.script_files()
+    files = views.script_files()
     assert files is not None, "install the course's 'lab' extra (mpld3, nbclassic)"
     assert files["d3"].read_text(encoding="utf-8").startswith("// https://d3js.org v5.")
-    page = heads.offline_scripts().data
+    page = views.offline_scripts().data
     code = {name: path.read_text(encoding="utf-8").replace("</script", "<\\/script") for name, path in files.items()}
     # d3 and jQuery run with the AMD loader hidden, then require.js, then the two modules bertviz asks for
     order = [
@@ -232,7 +233,7 @@ def test_offline_scripts_come_from_installed_packages():
         page.index('window.define("jquery", [], function () { return window.jQuery; });'),
     ]
     assert order == sorted(order)
-    assert type(heads.offline_scripts()).__name__ == "Javascript"  # run in order with bertviz's views
+    assert type(views.offline_scripts()).__name__ == "Javascript"  # run in order with bertviz's views
     assert "cdnjs" not in page and "</script" not in page
 
 
@@ -240,21 +241,21 @@ def test_offline_scripts_come_from_installed_packages():
 def test_offline_scripts_without_the_packages(monkeypatch, lang):
     from minitransformer import i18n
 
-    monkeypatch.setattr(heads, "SCRIPTS", {"d3": ("no_such_package_here", "d3.js")})
-    assert heads.script_files() is None
+    monkeypatch.setattr(views, "SCRIPTS", {"d3": ("no_such_package_here", "d3.js")})
+    assert views.script_files() is None
     monkeypatch.setattr(i18n, "_language", lang)
-    note = heads.offline_scripts().data
+    note = views.offline_scripts().data
     assert "<script" not in note
     assert ("cargará" if lang == "es" else "will load") in note
 
 
 def test_write_offline_page(model, batch, tmp_path):
     maps = heads.translator_attention(model, *batch)
-    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    page = heads.write_offline_page(view, tmp_path / "sub" / "h.html").read_text(encoding="utf-8")
-    assert page.index(f"<script>\n{heads.offline_scripts().data}\n</script>") < page.index(view.data)  # view unchanged
+    view = views.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    page = views.write_offline_page(view, tmp_path / "sub" / "h.html").read_text(encoding="utf-8")
+    assert page.index(f"<script>\n{views.offline_scripts().data}\n</script>") < page.index(view.data)  # view unchanged
     with pytest.raises(ValueError):
-        heads.write_offline_page(3, tmp_path / "x.html")
+        views.write_offline_page(3, tmp_path / "x.html")
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -305,9 +306,9 @@ def test_check_attention_row(lang):
 
 
 def test_offline_page_without_the_packages_holds_the_note_not_a_broken_script(model, batch, tmp_path, monkeypatch):
-    monkeypatch.setattr(heads, "script_files", lambda: None)
+    monkeypatch.setattr(views, "script_files", lambda: None)
     maps = heads.translator_attention(model, *batch)
-    view = heads.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
-    page = heads.write_offline_page(view, tmp_path / "h.html").read_text(encoding="utf-8")
-    note = heads.offline_scripts().data
+    view = views.head_view(maps, src_tokens=SRC, tgt_tokens=TGT, html_action="return")
+    page = views.write_offline_page(view, tmp_path / "h.html").read_text(encoding="utf-8")
+    note = views.offline_scripts().data
     assert note.startswith("<p>") and note in page and f"<script>\n{note}" not in page

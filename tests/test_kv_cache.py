@@ -8,7 +8,8 @@ from generation_runs import generation_runs, padded_prompt
 
 from minitransformer.attention import MultiHeadAttention, causal_mask
 from minitransformer.decoding import greedy_decode
-from minitransformer.gpt import GPT, GPTConfig, generate
+from minitransformer.generation import generate
+from minitransformer.gpt import GPT, GPTConfig
 from minitransformer.kv_cache import AttentionCache, KVCache, cache_bytes
 from minitransformer.model import Transformer, TransformerConfig
 

@@ -7,9 +7,10 @@ import pytest
 import torch
 from generation_runs import generation_runs, padded_prompt
 
-from minitransformer.gpt import generate
+from minitransformer.generation import generate
+from minitransformer.hf_import import from_llama
 from minitransformer.kv_cache import cache_bytes
-from minitransformer.modern import ModernConfig, ModernTransformer, from_llama, with_rope_layout
+from minitransformer.modern import ModernConfig, ModernTransformer, with_rope_layout
 
 
 def modern(seed=0, **kw) -> ModernTransformer:

@@ -18,7 +18,7 @@ import pytest
 import torch
 from notebook_tool import nbt
 
-from minitransformer import numerics
+from minitransformer.course import numerics
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = json.loads((ROOT / "notebooks" / "numerics.json").read_text(encoding="utf-8"))

@@ -20,6 +20,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from minitransformer import i18n
+from minitransformer.course.prose import prose
 from minitransformer.tokenizer import (
     BYTE_CHAR,
     BYTE_ID,
@@ -31,7 +32,6 @@ from minitransformer.tokenizer import (
     count_words,
     merge,
     pretokenize,
-    prose,
     token_stats,
     train_bpe,
 )

@@ -10,8 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import minitransformer.course.translator as translator_mod
 import minitransformer.train as train_mod
-import minitransformer.translator as translator_mod
+from minitransformer.course.translator import (
+    NUMBER_RECIPE,
+    default_checkpoint_path,
+    load_or_train_number_translator,
+    random_target_batches,
+    train_number_translator,
+)
 from minitransformer.data import NumberTranslation, ReverseDigits
 from minitransformer.model import Transformer, TransformerConfig
 from minitransformer.train import (
@@ -21,13 +28,6 @@ from minitransformer.train import (
     noam_lr,
     save_checkpoint,
     train,
-)
-from minitransformer.translator import (
-    NUMBER_RECIPE,
-    default_checkpoint_path,
-    load_or_train_number_translator,
-    random_target_batches,
-    train_number_translator,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -384,7 +384,12 @@ def test_training_uses_the_seed_in_force():
 def test_reference_run_ships_in_the_package_and_matches_the_recipe():
     from importlib.resources import files
 
-    from minitransformer.translator import REFERENCE_FILE, REFERENCE_SNAPSHOTS, evaluate_numbers, reference_translator
+    from minitransformer.course.translator import (
+        REFERENCE_FILE,
+        REFERENCE_SNAPSHOTS,
+        evaluate_numbers,
+        reference_translator,
+    )
 
     assert (files("minitransformer") / "reference_runs" / REFERENCE_FILE).is_file()
     assert "reference_runs/*.pt" in (ROOT / "pyproject.toml").read_text()  # package data: it goes in the wheel

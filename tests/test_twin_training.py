@@ -14,9 +14,10 @@ import pytest
 import torch
 import twin_training
 
-from minitransformer import gpt, runtime
+from minitransformer import runtime
+from minitransformer.course import counting
 
-SMALL = dataclasses.replace(gpt.COUNTING_RECIPE, steps=3, batch_size=8)
+SMALL = dataclasses.replace(counting.COUNTING_RECIPE, steps=3, batch_size=8)
 
 
 @pytest.fixture
@@ -26,10 +27,10 @@ def counted(tmp_path):
 
     def training(*args, **kwargs):
         calls.append(args)
-        return gpt.train_counting_gpt(*args, **kwargs)
+        return counting.train_counting_gpt(*args, **kwargs)
 
     training.__name__ = "train_counting_gpt"
-    return twin_training.shared("minitransformer.gpt", training, tmp_path), calls
+    return twin_training.shared("minitransformer.course.counting", training, tmp_path), calls
 
 
 def start(seed: int = 7) -> None:
@@ -84,7 +85,7 @@ def test_what_cannot_be_keyed_trains_every_time(tmp_path):
         calls.append(seeds)
         return {"modern": [1.0]}
 
-    wrapped = twin_training.shared("minitransformer.ablation", run_ablation, tmp_path)
+    wrapped = twin_training.shared("minitransformer.course.ablation", run_ablation, tmp_path)
     for _ in range(2):
         assert wrapped(lambda: None, (0,)) == {"modern": [1.0]}  # a lambda cannot be pickled
     assert len(calls) == 2 and not list(tmp_path.iterdir())
@@ -129,7 +130,13 @@ def test_the_startup_script_wraps_the_training_functions_once_imported_and_leave
         "from minitransformer.translator import train_number_translator\n"
         "from minitransformer.ablation import run_ablation\n"
         "from minitransformer.gpt import generate\n"
-        "assert all(getattr(f, 'twin_shared', False) for f in (train_counting_gpt, train_number_translator, run_ablation))\n"
+        "old = (train_counting_gpt, train_number_translator, run_ablation)\n"
+        "from minitransformer.course.counting import train_counting_gpt\n"
+        "from minitransformer.course.translator import train_number_translator\n"
+        "from minitransformer.course.ablation import run_ablation\n"
+        "new = (train_counting_gpt, train_number_translator, run_ablation)\n"
+        "assert all(getattr(f, 'twin_shared', False) for f in new)\n"
+        "assert old == new  # the old names give the same functions, wrapped once\n"
         "assert not hasattr(generate, 'twin_shared')\n"
         "assert set(namespace) == {'__name__', '__builtins__'}, set(namespace)\n"
     )
@@ -138,3 +145,14 @@ def test_the_startup_script_wraps_the_training_functions_once_imported_and_leave
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert Path(environ[twin_training.CACHE_ENV]).is_dir()
+
+
+def test_every_training_function_is_where_the_cache_looks_for_it():
+    """A function that moved without its new module here would not fail: it would train in both languages."""
+    import importlib
+
+    for module, names in {**twin_training.TRAINING, **twin_training.OLD_NAMES}.items():
+        for name in names:
+            function = getattr(importlib.import_module(module), name)
+            home = function.__module__
+            assert home in twin_training.TRAINING and name in twin_training.TRAINING[home], (module, name, home)

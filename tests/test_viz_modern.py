@@ -11,8 +11,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from minitransformer.ablation import FULL_SETUP, MEASURED, VARIANTS, counting_task  # noqa: E402
-from minitransformer.modern import power_law_fit  # noqa: E402
+from minitransformer.attention_cost import power_law_fit  # noqa: E402
+from minitransformer.course.ablation import FULL_SETUP, MEASURED, VARIANTS, counting_task  # noqa: E402
 from minitransformer.runtime import setup  # noqa: E402
 from minitransformer.viz.modern import plot_ablation, plot_attention_cost, plot_rope_scores  # noqa: E402
 
@@ -67,16 +67,6 @@ def test_attention_cost_fits_each_time_curve_by_least_squares(lang):
     assert any((slope_a.replace(".", ",") if lang == "es" else slope_a) in t for t in legend)
     assert ("calculada" if lang == "es" else "computed") in fig.axes[1].get_title()  # arithmetic, not a measurement
     assert_every_text_inside(fig)
-
-
-def test_power_law_fit_recovers_a_power_law():
-    x = [2.0, 4.0, 8.0, 16.0]
-    slope, factor = power_law_fit(x, [3 * v**2 for v in x])
-    assert slope == pytest.approx(2.0) and factor == pytest.approx(3.0)
-    with pytest.raises(ValueError):
-        power_law_fit([1.0, 2.0], [1.0, -1.0])
-    with pytest.raises(ValueError):
-        power_law_fit([2.0, 2.0], [1.0, 3.0])
 
 
 @pytest.mark.parametrize("results", [FAKE, MEASURED], ids=["fake", "measured"])

@@ -31,8 +31,15 @@ from pathlib import Path
 CACHE_ENV = "MINITRANSFORMER_TWIN_CACHE"
 _UNPICKLABLE = (pickle.PicklingError, TypeError, AttributeError)  # what pickle raises for a value it cannot write
 # module -> the functions of it that train (each one's result is fully set by its arguments, the generators' states
-# and the numerics; none of them draws a progress bar into a compared output)
+# and the numerics; none of them draws a progress bar into a compared output). The old names of the same functions
+# (a notebook executed before they moved to minitransformer.course imports them there) give the same function,
+# wrapped once where it lives: a miss here would not fail, it would train in both languages.
 TRAINING = {
+    "minitransformer.course.translator": ("train_number_translator",),
+    "minitransformer.course.counting": ("train_counting_gpt",),
+    "minitransformer.course.ablation": ("run_ablation",),
+}
+OLD_NAMES = {
     "minitransformer.translator": ("train_number_translator",),
     "minitransformer.gpt": ("train_counting_gpt",),
     "minitransformer.ablation": ("run_ablation",),
@@ -92,7 +99,7 @@ def _key(module: str, name: str, args: tuple, kwargs: dict) -> str:
     import torch
 
     from minitransformer import runtime
-    from minitransformer.numerics import PROFILE
+    from minitransformer.course.numerics import PROFILE
 
     environment = {k: os.environ.get(k) for k in (*PROFILE, "MINITRANSFORMER_SEED")}
     settings = (runtime.seed(), torch.get_num_threads(), torch.__version__)  # the seed in force: a seed=None default
@@ -134,13 +141,14 @@ def shared(module: str, function, folder: Path):
 
 class _WrapAfterImport(importlib.abc.MetaPathFinder):
     """Wraps the training functions of a module of ``TRAINING`` once it has been imported (no import before the
-    notebook asks for it: a kernel that never trains pays nothing)."""
+    notebook asks for it: a kernel that never trains pays nothing), and checks that the old names of ``OLD_NAMES``
+    give them wrapped."""
 
     def __init__(self, folder: Path):
         self.folder = folder
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in TRAINING:
+        if fullname not in TRAINING and fullname not in OLD_NAMES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
@@ -149,8 +157,12 @@ class _WrapAfterImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             execute(module)
-            for name in TRAINING[fullname]:
+            for name in TRAINING.get(fullname, ()):
                 setattr(module, name, shared(fullname, getattr(module, name), folder))
+            for name in OLD_NAMES.get(fullname, ()):  # imports the new module, which wraps it there
+                function = getattr(module, name)
+                if not getattr(function, "twin_shared", False):  # an old name that no longer re-exports
+                    setattr(module, name, shared(fullname, function, folder))
 
         spec.loader.exec_module = exec_module
         return spec

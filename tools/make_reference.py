@@ -2,7 +2,7 @@
 
     python tools/make_reference.py
 
-It trains under the stored outputs' numerics profile (``minitransformer.numerics.PROFILE``; the
+It trains under the stored outputs' numerics profile (``minitransformer.course.numerics.PROFILE``; the
 script restarts itself under it, since those settings act from a process's start). Run it after
 any change to the model, its initialisation, the task or NUMBER_RECIPE; then re-execute notebooks
 07 and 08. The file holds the final weights (lowest validation loss) and the snapshots after
@@ -16,9 +16,14 @@ from pathlib import Path
 
 import torch
 
-from minitransformer.numerics import PROFILE
+from minitransformer.course.numerics import PROFILE
+from minitransformer.course.translator import (
+    REFERENCE_FILE,
+    REFERENCE_SNAPSHOTS,
+    save_checkpoint,
+    train_number_translator,
+)
 from minitransformer.runtime import THREADS_ENV
-from minitransformer.translator import REFERENCE_FILE, REFERENCE_SNAPSHOTS, save_checkpoint, train_number_translator
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ render in JupyterLab, on GitHub and in Colab. The builder adds the title cell (w
 "Open in Colab" badge) and the setup cell in front of every notebook.
 
 Execution is deterministic: the numerics profile of the stored outputs
-(``minitransformer.numerics.PROFILE``: threads, CPU kernels, MKL's path; the seed of the setup
+(``minitransformer.course.numerics.PROFILE``: threads, CPU kernels, MKL's path; the seed of the setup
 cell), no timing metadata, no widget state. ``run`` first checks that this machine reproduces
 that profile (its fingerprint, kept in ``notebooks/numerics.json``) and refuses to store outputs
 that the others would not reproduce. ``numerics`` executes copies of the English notebooks under
@@ -672,7 +672,7 @@ def execute(path: Path, timeout: int = 900, profile: dict[str, str] | None = Non
     (or under ``profile`` where it sets a variable). Returns the seconds it took."""
     from nbclient import NotebookClient
 
-    from minitransformer.numerics import profile_environ
+    from minitransformer.course.numerics import profile_environ
 
     nb = nbformat.read(path, as_version=4)
     for cell in nb["cells"]:
@@ -743,7 +743,7 @@ def code_digest(src: Source) -> str:
 def check_profile(new: bool = False) -> str | None:
     """None when this machine reproduces the stored outputs' profile (or, with ``new``, after making
     this machine's fingerprint the stored one); otherwise the reason not to store outputs here."""
-    from minitransformer.numerics import differences, measure, user_language, verdict
+    from minitransformer.course.numerics import differences, measure, user_language, verdict
 
     data = read_numerics()
     measured = measure()

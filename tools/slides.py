@@ -30,7 +30,7 @@ from pathlib import Path
 import jinja2
 import nbformat
 
-from minitransformer.viz.heads import SCRIPTS
+from minitransformer.viz.bertviz import SCRIPTS
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

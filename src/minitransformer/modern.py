@@ -1,13 +1,16 @@
-"""The modern decoder-only Transformer (the LLaMA recipe) and the online softmax.
+"""The modern decoder-only Transformer (the LLaMA recipe).
 
 What today's open models change with respect to the 2017 paper, one piece at a time:
 rotary position embeddings (RoPE) on queries and keys instead of a vector added to the
 embeddings, RMSNorm instead of LayerNorm, a SwiGLU feed-forward network, pre-norm, no
 biases, and grouped-query attention (several query heads share one key/value head).
-:func:`from_llama` copies the weights of ``transformers``' ``LlamaForCausalLM`` into a
-:class:`ModernTransformer`. Every choice is a switch of :class:`ModernConfig`, so an
-ablation can change one at a time. The model generates with :func:`~minitransformer.gpt.generate`
-and the key-value cache, as GPT does (``new_cache()``, ``forward(tokens, cache=...)``).
+:func:`~minitransformer.hf_import.from_llama` copies the weights of ``transformers``'
+``LlamaForCausalLM`` into a :class:`ModernTransformer`. Every choice is a switch of
+:class:`ModernConfig`, so an ablation can change one at a time. The model generates with
+:func:`~minitransformer.generation.generate` and the key-value cache, as GPT does
+(``new_cache()``, ``forward(tokens, cache=...)``). What attention costs (the online softmax,
+PyTorch's fused backends, the power-law fit) is :mod:`~minitransformer.attention_cost`. The old
+names of what moved still work here (:data:`MOVED`).
 
 Letters: B batch, T length (queries), S length (keys), D d_model, H query heads,
 Hkv key/value heads, G = H / Hkv query heads per key/value head, Dh d_head, V vocabulary.
@@ -16,19 +19,19 @@ Hkv key/value heads, G = H / Hkv query heads per key/value head, Dh d_head, V vo
 from __future__ import annotations
 
 import math
-import time
-import warnings
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import attention_cost
 from .attention import causal_mask, check_heads, combine_masks, fast_attention, masked_softmax
-from .i18n import error, say
+from .i18n import error
 from .kv_cache import AttentionCache, KVCache, cache_bytes
 from .layers import FeedForward
 from .model import check_tokens
+from .moved import moved_names
 from .positional import sinusoidal_encoding
 
 __all__ = [
@@ -45,15 +48,7 @@ __all__ = [
     "ModernConfig",
     "ModernBlock",
     "ModernTransformer",
-    "from_llama",
     "with_rope_layout",
-    "online_softmax",
-    "online_attention",
-    "power_law_fit",
-    "FUSED_BACKENDS",
-    "BackendRun",
-    "run_backend",
-    "compare_backends",
 ]
 
 
@@ -612,132 +607,6 @@ class ModernTransformer(nn.Module):
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
 
-# --- weights from transformers' Llama ---------------------------------------------------
-
-
-def _llama_refusal(field: str, value, es: str, en: str) -> ValueError:
-    return error(
-        f"from_llama no puede representar {field} = {value!r} de esta LlamaConfig: {es}",
-        f"from_llama cannot represent {field} = {value!r} of this LlamaConfig: {en}",
-    )
-
-
-def _llama_config(c) -> ModernConfig:
-    """The :class:`ModernConfig` of a ``LlamaConfig``; a field it cannot represent exactly is refused."""
-    if getattr(c, "model_type", "llama") != "llama":
-        raise _llama_refusal(
-            "model_type", c.model_type, "solo se convierten modelos Llama.", "only Llama models are converted."
-        )
-    if hasattr(c, "rope_parameters"):  # transformers ≥ 5: rope_type and rope_theta in one dictionary
-        rope, field = dict(c.rope_parameters or {}), "rope_parameters['rope_type']"
-    else:  # transformers 4: rope_scaling (None when RoPE is not scaled) and rope_theta
-        rope, field = dict(getattr(c, "rope_scaling", None) or {}), "rope_scaling['rope_type']"
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type != "default":
-        raise _llama_refusal(
-            field,
-            rope_type,
-            "el curso solo tiene el RoPE original, sin escalar las posiciones ni las frecuencias.",
-            "the course has only the original RoPE, with no scaling of positions or frequencies.",
-        )
-    theta = rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))
-    if getattr(c, "hidden_act", "silu") != "silu":
-        raise _llama_refusal(
-            "hidden_act", c.hidden_act, "SwiGLU usa SiLU como compuerta.", "SwiGLU uses SiLU as its gate."
-        )
-    attention_bias, mlp_bias = bool(getattr(c, "attention_bias", False)), bool(getattr(c, "mlp_bias", False))
-    if attention_bias != mlp_bias:
-        field, value = ("attention_bias", True) if attention_bias else ("mlp_bias", True)
-        raise _llama_refusal(
-            field,
-            value,
-            "ModernConfig tiene un solo interruptor, bias, para las proyecciones de la atención y la red "
-            "prealimentada: attention_bias y mlp_bias deben ser iguales.",
-            "ModernConfig has one switch, bias, for the attention projections and the feed-forward network: "
-            "attention_bias and mlp_bias must be equal.",
-        )
-    if float(getattr(c, "attention_dropout", 0.0) or 0.0) != 0.0:
-        raise _llama_refusal(
-            "attention_dropout",
-            c.attention_dropout,
-            "el dropout del curso actúa también sobre las salidas de los bloques, no solo sobre los pesos de atención.",
-            "the course's dropout also acts on the blocks' outputs, not only on the attention weights.",
-        )
-    n_heads = c.num_attention_heads
-    head_dim = getattr(c, "head_dim", None)
-    padding = getattr(c, "pad_token_id", None)
-    return ModernConfig(
-        vocab_size=c.vocab_size,
-        d_model=c.hidden_size,
-        n_heads=n_heads,
-        n_kv_heads=getattr(c, "num_key_value_heads", None) or n_heads,
-        head_dim=None if head_dim in (None, c.hidden_size // n_heads) and c.hidden_size % n_heads == 0 else head_dim,
-        d_ff=c.intermediate_size,
-        n_layers=c.num_hidden_layers,
-        max_len=c.max_position_embeddings,
-        rope_base=float(theta),
-        rope_layout="halves",  # Hugging Face's Llama turns the halves (its rotate_half)
-        norm_eps=c.rms_norm_eps,
-        tie_output=bool(getattr(c, "tie_word_embeddings", False)),
-        bias=attention_bias,
-        pad_id=padding if padding is not None and 0 <= padding < c.vocab_size else None,
-    )
-
-
-def from_llama(hf_model: nn.Module) -> ModernTransformer:
-    """A :class:`ModernTransformer` with the weights of a ``transformers`` ``LlamaForCausalLM``, in eval mode.
-
-    Every field of the ``LlamaConfig`` that changes what the model computes is either carried
-    over exactly (sizes, grouped-query heads, ``head_dim``, ``rope_theta``, ``rms_norm_eps``,
-    biases, tied embeddings, ``pad_token_id`` as ``pad_id``: padding is then never attended to,
-    as in Hugging Face's ``generate`` with its attention mask) or refused with an error that names it (RoPE scaling, another
-    activation, attention-only dropout, attention and MLP biases that differ). The RoPE layout
-    is "halves", Hugging Face's. Weights are copied into float32.
-    """
-    config = _llama_config(hf_model.config)
-    sd = hf_model.state_dict()
-    if "model.embed_tokens.weight" not in sd:
-        raise error(
-            f"from_llama necesita un LlamaForCausalLM (con su cabeza de salida), no {type(hf_model).__name__}",
-            f"from_llama needs a LlamaForCausalLM (with its output head), not {type(hf_model).__name__}",
-        )
-    model = ModernTransformer(config)
-    names = {
-        "token.weight": "model.embed_tokens.weight",
-        "norm.weight": "model.norm.weight",
-    }
-    if not config.tie_output:
-        names["lm_head.weight"] = "lm_head.weight"
-    parts = {
-        "attn.W_q": "self_attn.q_proj",
-        "attn.W_k": "self_attn.k_proj",
-        "attn.W_v": "self_attn.v_proj",
-        "attn.W_o": "self_attn.o_proj",
-        "feed_forward.W_gate": "mlp.gate_proj",
-        "feed_forward.W_up": "mlp.up_proj",
-        "feed_forward.W_down": "mlp.down_proj",
-        "norm1": "input_layernorm",
-        "norm2": "post_attention_layernorm",
-    }
-    kinds = ("weight", "bias") if config.bias else ("weight",)
-    for i in range(config.n_layers):
-        for ours, theirs in parts.items():
-            for kind in kinds if not ours.startswith("norm") else ("weight",):
-                names[f"blocks.{i}.{ours}.{kind}"] = f"model.layers.{i}.{theirs}.{kind}"
-    own = model.state_dict()
-    if set(own) != set(names) | ({"lm_head.weight"} if config.tie_output else set()):
-        raise error(
-            "los pesos del modelo del curso no casan con los de Llama",
-            "the course model's weights do not match Llama's",
-        )
-    with torch.no_grad():
-        for ours, theirs in names.items():
-            own[ours].copy_(sd[theirs])
-    if config.pad_id is not None:
-        model.token.padding_idx = config.pad_id  # as Llama's: the padding embedding gets no gradient
-    return model.eval()
-
-
 def with_rope_layout(model: ModernTransformer, layout: str) -> ModernTransformer:
     """A copy of ``model`` whose RoPE pairs dimensions in ``layout``, with the rows of every W_q
     and W_k (and their biases) permuted by :func:`permute_rope_rows`: the same logits."""
@@ -761,151 +630,7 @@ def with_rope_layout(model: ModernTransformer, layout: str) -> ModernTransformer
     return copy.train(model.training)
 
 
-# --- the online softmax (FlashAttention's idea) -----------------------------------------
-
-
-def _check_block(block_size: int) -> None:
-    if not isinstance(block_size, int) or block_size <= 0:
-        raise error(
-            f"block_size debe ser un entero positivo, no {block_size!r}",
-            f"block_size must be a positive integer, got {block_size!r}",
-        )
-
-
-def online_softmax(scores: Tensor, block_size: int = 16) -> Tensor:
-    """Softmax over the last axis, reading the scores one block of columns at a time.
-
-    A running maximum m and a running sum l = Σ exp(s − m) are updated block by block; when
-    m grows, the sum so far is rescaled by exp(m_old − m_new). Equal to ``torch.softmax``.
-
-    Shapes: scores (..., S) -> (..., S).
-    """
-    _check_block(block_size)
-    m = torch.full(scores.shape[:-1] + (1,), float("-inf"), dtype=scores.dtype, device=scores.device)
-    l = torch.zeros_like(m)
-    for start in range(0, scores.size(-1), block_size):
-        block = scores[..., start : start + block_size]  # (..., block)
-        m_new = torch.maximum(m, block.amax(dim=-1, keepdim=True))
-        l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(dim=-1, keepdim=True)
-        m = m_new
-    return torch.exp(scores - m) / l
-
-
-def online_attention(q: Tensor, k: Tensor, v: Tensor, block_size: int = 16) -> Tensor:
-    """softmax(q kᵀ / √Dh) v without ever holding the (T, S) matrix: one block of keys at a time.
-
-    Besides m and l, each query keeps its output so far, rescaled like l when m grows and
-    divided by l at the end. Memory O(T · block) instead of O(T · S).
-
-    Shapes: q (..., T, Dh), k (..., S, Dh), v (..., S, Dv) -> (..., T, Dv).
-    """
-    _check_block(block_size)
-    scale = 1 / math.sqrt(q.size(-1))
-    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype, device=q.device)  # (..., T, 1)
-    l = torch.zeros_like(m)  # (..., T, 1)
-    out = torch.zeros(q.shape[:-1] + (v.size(-1),), dtype=q.dtype, device=q.device)  # (..., T, Dv)
-    for start in range(0, k.size(-2), block_size):
-        s = q @ k[..., start : start + block_size, :].transpose(-2, -1) * scale  # (..., T, block)
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        p = torch.exp(s - m_new)  # (..., T, block)
-        correction = torch.exp(m - m_new)
-        l = l * correction + p.sum(dim=-1, keepdim=True)
-        out = out * correction + p @ v[..., start : start + block_size, :]
-        m = m_new
-    return out / l
-
-
-# --- what attention costs ------------------------------------------------------------------
-
-
-def power_law_fit(x, y) -> tuple[float, float]:
-    """The exponent b and factor a of y ≈ a · x^b, by least squares on log y against log x.
-
-    Shapes: x, y sequences of the same length (at least two positive values each).
-    """
-    lx = torch.log(torch.as_tensor(x, dtype=torch.float64))
-    ly = torch.log(torch.as_tensor(y, dtype=torch.float64))
-    if (
-        lx.dim() != 1
-        or lx.shape != ly.shape
-        or lx.numel() < 2
-        or not bool(torch.isfinite(lx).all() & torch.isfinite(ly).all())
-    ):
-        raise error(
-            "hacen falta dos secuencias de la misma longitud, con al menos dos valores positivos",
-            "two sequences of the same length are needed, with at least two positive values",
-        )
-    if float(lx.var()) == 0:
-        raise error("x debe tener al menos dos valores distintos", "x must hold at least two different values")
-    dx, dy = lx - lx.mean(), ly - ly.mean()
-    b = float((dx * dy).sum() / (dx * dx).sum())
-    return b, math.exp(float(ly.mean()) - b * float(lx.mean()))
-
-
-# --- PyTorch's attention backends -----------------------------------------------------------
-
-# The fused backends of ``F.scaled_dot_product_attention``, in the order they are tried. PyTorch
-# has no FlashAttention kernel for GPUs older than Ampere (Colab's free T4, for one); there the
-# memory-efficient backend, which also never holds the whole matrix, runs instead.
-FUSED_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION")
-
-
-@dataclass
-class BackendRun:
-    """One timed call of ``F.scaled_dot_product_attention`` restricted to one backend."""
-
-    name: str  # the ``torch.nn.attention.SDPBackend`` name: MATH, FLASH_ATTENTION, ...
-    output: Tensor
-    ms: float  # wall-clock time of the call, after a warm-up call
-    peak_mib: float | None  # memory the call added at its peak, in MiB (CUDA only; None elsewhere)
-
-
-def run_backend(name: str, q: Tensor, k: Tensor, v: Tensor, is_causal: bool = True) -> BackendRun:
-    """Time ``F.scaled_dot_product_attention(q, k, v)`` with only the backend ``name``.
-
-    Raises PyTorch's ``RuntimeError`` when that backend cannot run these inputs (device,
-    dtype, shapes).
-
-    Shapes: q (B, H, T, Dh), k (B, H, S, Dh), v (B, H, S, Dv) -> output (B, H, T, Dv).
-    """
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    cuda = q.device.type == "cuda"
-    with sdpa_kernel(getattr(SDPBackend, name)):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # PyTorch explains every kernel it cannot use
-            F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)  # warm-up
-        if cuda:
-            torch.cuda.synchronize(q.device)
-            torch.cuda.reset_peak_memory_stats(q.device)
-            before = torch.cuda.memory_allocated(q.device)
-        start = time.perf_counter()
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
-        if cuda:
-            torch.cuda.synchronize(q.device)
-        ms = (time.perf_counter() - start) * 1000
-    peak = (torch.cuda.max_memory_allocated(q.device) - before) / 2**20 if cuda else None
-    return BackendRun(name, out, ms, peak)
-
-
-def compare_backends(q: Tensor, k: Tensor, v: Tensor, is_causal: bool = True) -> tuple[BackendRun, BackendRun]:
-    """The math backend (it builds the T × S matrix) and the first of :data:`FUSED_BACKENDS`
-    that runs on these inputs, each timed on one call.
-
-    Shapes: q (B, H, T, Dh), k (B, H, S, Dh), v (B, H, S, Dv).
-    """
-    math_run = run_backend("MATH", q, k, v, is_causal)
-    for name in FUSED_BACKENDS:
-        try:
-            return math_run, run_backend(name, q, k, v, is_causal)
-        except torch.cuda.OutOfMemoryError:
-            raise
-        except RuntimeError:
-            continue  # this backend has no kernel for this device, dtype or shape: the next one
-    tried, dtype = ", ".join(FUSED_BACKENDS), str(q.dtype).removeprefix("torch.")
-    raise RuntimeError(
-        say(
-            f"ningún backend fusionado ({tried}) puede calcular esta atención en {q.device.type} con {dtype}",
-            f"no fused backend ({tried}) can compute this attention on {q.device.type} with {dtype}",
-        )
-    )
+# Names that lived here before Llama's weights and what attention costs got modules of their own:
+# saved copies of notebook 10 import them from here.
+MOVED = {"from_llama": "hf_import", **dict.fromkeys(attention_cost.__all__, "attention_cost")}
+__getattr__ = moved_names(__name__, MOVED)

@@ -9,7 +9,7 @@ setup cell asks for without editing a notebook:
 - ``MINITRANSFORMER_THREADS``: the number of CPU threads (by default PyTorch's own choice,
   which uses every core). Float sums depend on how the work is split, so the same kernels,
   thread count and seed give bit-identical numbers; the stored outputs' thread count is part
-  of their numerics profile (:mod:`minitransformer.numerics`);
+  of their numerics profile (:mod:`minitransformer.course.numerics`);
 - ``MINITRANSFORMER_DEVICE``: the device the notebooks use, where the user chooses one
   (:func:`default_device`).
 """

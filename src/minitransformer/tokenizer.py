@@ -26,9 +26,9 @@ character that only the newer of its tables and ``tokenizers``' (Oniguruma's) kn
 in the latest Unicode version, may be split differently; on the characters Python's
 ``unicodedata`` knows, the two agree.
 
-:func:`prose` is the corpus of notebook 11: the course's own prose (Markdown cells of
-notebooks 00-10), in Spanish or English, shipped with the package (``corpora/``, written by
-``tools/make_prose_corpus.py``).
+:func:`token_stats` measures a tokenisation of a text (tokens per word, per byte). The corpus of
+notebook 11, the course's own prose, is :func:`~minitransformer.course.prose.prose` (its old name
+here still works: :data:`MOVED`).
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ import unicodedata
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import regex
 
-from .i18n import check_lang, error
+from .i18n import error
+from .moved import moved_names
 
 __all__ = [
     "PATTERN",
@@ -66,7 +66,6 @@ __all__ = [
     "CACHE_SIZE",
     "TIES",
     "train_bpe",
-    "prose",
     "words",
     "count_words",
     "TokenStats",
@@ -830,29 +829,7 @@ def train_bpe(text: str, vocab_size: int, *, special_tokens: Iterable[str] = (),
     return ByteBPE(tuple(merges), tuple(vocab), specials)
 
 
-# ------------------------------------------------------------------------- the corpus and its measures
-
-HELD_OUT = "10"  # the notebook whose prose is kept out of training
-
-
-def prose(lang: str, part: str = "all") -> str:
-    """The course's prose in ``lang``: ``"train"`` (notebooks 00-09), ``"test"`` (notebook 10,
-    never trained on) or ``"all"``. Paragraphs separated by blank lines."""
-    check_lang(lang)
-    if part not in ("all", "train", "test"):
-        raise error(
-            f"part debe ser 'all', 'train' o 'test', no {part!r}.",
-            f"part must be 'all', 'train' or 'test', not {part!r}.",
-        )
-    text = (files("minitransformer") / "corpora" / f"prose_{lang}.txt").read_text(encoding="utf-8")
-    notebooks = re.split(r"^§ (\d\d)\n\n", text, flags=re.M)[1:]
-    chosen = [
-        body.strip()
-        for number, body in zip(notebooks[::2], notebooks[1::2])
-        if part == "all" or (number == HELD_OUT) == (part == "test")
-    ]
-    return "\n\n".join(chosen)
-
+# ------------------------------------------------------------------------- measures of a tokenisation
 
 _WORD = re.compile(r"[^\W\d_]+")  # a run of letters
 
@@ -887,3 +864,9 @@ class TokenStats:
 def token_stats(encode: Callable[[str], Sequence[Any]], text: str) -> TokenStats:
     """Tokens, words and UTF-8 bytes of ``text`` under a tokenizer's ``encode``."""
     return TokenStats(len(encode(_text(text))), count_words(text), len(text.encode("utf-8")))
+
+
+# The name that lived here before the course's prose joined the course's props: saved copies of
+# notebook 11 import it from here.
+MOVED = {"prose": "course.prose", "HELD_OUT": "course.prose"}
+__getattr__ = moved_names(__name__, MOVED)

@@ -1,6 +1,7 @@
 """Training: the warm-up learning-rate schedule, label smoothing, the training loop and
-checkpoints. The loop trains the translator by default and any model through its hooks (the GPT's
-``train_gpt``). (The course's number translator, its recipe and reference run: ``translator``.)
+checkpoints. One loop trains every model: the translator by default, and any model through its
+hooks (:func:`train_gpt`, next-token training of a decoder-only model with :func:`lm_loss`).
+(The course's recipes: ``course.translator``, ``course.counting``, ``course.ablation``.)
 
 Letters: B batch, T target length, V target vocabulary.
 """
@@ -33,6 +34,8 @@ __all__ = [
     "History",
     "train",
     "validation_loss",
+    "lm_loss",
+    "train_gpt",
     "TrainedModel",
     "save_checkpoint",
     "load_checkpoint",
@@ -153,7 +156,7 @@ def train(
         device: where to train (default: the model's device).
         progress: show a ``tqdm`` progress bar.
 
-    Hooks, to train another model (``gpt.train_gpt``) with the same loop:
+    Hooks, to train another model (:func:`train_gpt`) with the same loop:
         loss_fn: ``loss_fn(model, batch)`` -> the scalar training loss (default: the
             translator's label-smoothed loss of ``batch.tgt_out`` given ``batch.src, batch.tgt_in``).
         make_optimizer: ``make_optimizer(parameters)`` -> the optimiser (default: Adam with ``lr=1.0``).
@@ -258,6 +261,71 @@ def validation_loss(model: Transformer, batch: Batch) -> float:
     with eval_mode(model):
         logits = model(batch.src, batch.tgt_in)  # (B, T, V)
     return F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.config.pad_id).item()
+
+
+# ---------------------------------------------------------------------------------------
+# Language models: next-token prediction on the same loop
+# ---------------------------------------------------------------------------------------
+
+
+def lm_loss(logits: Tensor, tokens: Tensor, pad_id: int | None) -> Tensor:
+    """Cross-entropy of predicting each token from the ones before it (padding ignored).
+
+    Shapes: logits (B, T, V) of ``tokens`` (B, T) -> a scalar.
+    """
+    targets = tokens[:, 1:]  # (B, T - 1) the next token of each position
+    return nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.size(-1)).float(),
+        targets.reshape(-1),
+        ignore_index=-100 if pad_id is None else pad_id,
+    )
+
+
+def train_gpt(
+    model: nn.Module,
+    next_batch: Callable[[], Tensor],
+    steps: int,
+    *,
+    lr: float = 3e-3,
+    warmup: int = 50,
+    weight_decay: float = 0.01,
+    clip_norm: float = 1.0,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+) -> list[float]:
+    """Train a language model on next-token prediction.
+
+    Args:
+        model: maps tokens (B, T) to logits (B, T, V) and has ``config.pad_id``.
+        next_batch: returns the next (B, T) batch of padded lines.
+        steps: optimiser steps (AdamW; linear warm-up for ``warmup`` steps, then cosine
+            decay to a tenth of ``lr``).
+
+    Returns:
+        the training loss of every step.
+    """
+
+    def schedule(step: int) -> float:  # multiplier of lr; step counts from 0
+        if step < warmup:
+            return (step + 1) / warmup
+        progress_ = (step - warmup) / max(1, steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress_)))
+
+    history = train(
+        model,
+        next_batch,
+        steps,
+        loss_fn=lambda model, tokens: lm_loss(model(tokens), tokens, model.config.pad_id),
+        # foreach: every tensor in one call, the same numbers as one tensor at a time (tested)
+        make_optimizer=lambda params: torch.optim.AdamW(
+            params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay, foreach=True
+        ),
+        schedule=schedule,
+        clip_norm=clip_norm,
+        device=device,
+        progress=progress,
+    )
+    return history.loss
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from ..ablation import Verdict, verdicts
+from ..attention_cost import power_law_fit
+from ..course.ablation import Verdict, verdicts
 from ..i18n import check_lang, error, tr
-from ..modern import power_law_fit
 from .style import localise, number_ticks, to_numpy
 
 __all__ = ["plot_rope_scores", "plot_attention_cost", "plot_ablation"]
@@ -54,7 +54,7 @@ def plot_attention_cost(
         lengths: the lengths T measured.
         times: label -> milliseconds per call at each length.
         memory: label -> MiB at each length.
-    Each time curve gets its least-squares line in log-log (:func:`~minitransformer.modern.power_law_fit`),
+    Each time curve gets its least-squares line in log-log (:func:`~minitransformer.attention_cost.power_law_fit`),
     dashed, its slope in the legend (2 would be ∝ T²).
     """
     check_lang(lang)
@@ -110,7 +110,7 @@ def plot_ablation(
     title: str | None = None,
 ) -> Figure:
     """Held-out loss above the corpus's floor per variant: each seed a dot, the mean a bar, coloured
-    by the verdict of :func:`~minitransformer.ablation.verdicts` against the modern model.
+    by the verdict of :func:`~minitransformer.course.ablation.verdicts` against the modern model.
 
     Args:
         results: variant name -> held-out loss per seed (the seeds in the same order for every variant).
