@@ -26,7 +26,7 @@ from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from minitransformer import numerics  # noqa: E402
+from minitransformer.course import numerics  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("benchmark_notebooks", ROOT / "benchmarks" / "notebooks.py")
 bench = importlib.util.module_from_spec(_spec)
