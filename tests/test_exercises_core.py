@@ -5,7 +5,6 @@ a worked solution for every exercise that its checker accepts."""
 from __future__ import annotations
 
 import ast
-import importlib
 import io
 import re
 import tokenize
@@ -15,12 +14,11 @@ import pytest
 import torch
 
 from minitransformer.exercises import Feedback, attempt, checker, correct, not_yet
-from minitransformer.exercises._core import close, forbid, loops_in, num
+from minitransformer.exercises._core import SOLUTIONS, close, exercise, forbid, loops_in, num
 from minitransformer.exercises.registry import (
-    EXERCISES,
     check_solution,
     exercise_of,
-    register,
+    exercises,
     show_solution,
     solution_function,
 )
@@ -31,9 +29,12 @@ NOT_YET = {"es": "❌ Todavía no:", "en": "❌ Not yet:"}
 SAFETY_NET = {"es": "el comprobador no pudo interpretar", "en": "the checker could not make sense"}
 
 
+EXERCISES = exercises()
+
+
 def checkers():
-    for name, (module, check, _) in EXERCISES.items():
-        yield name, getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
+    for name, (check, _) in EXERCISES.items():
+        yield name, check
 
 
 def _raises(*args):
@@ -300,12 +301,11 @@ def test_the_spanish_solution_has_no_english_comment_or_docstring(name):
 def test_the_shown_code_runs_pasted_into_a_fresh_cell_and_passes_the_checker(name, lang):
     """The exact text show_solution shows, executed in an empty namespace with no future import (as in a
     fresh kernel: annotations are evaluated, nothing is imported), defines a function its checker accepts."""
-    module, check, solution = EXERCISES[name]
+    checker_fn, solution = EXERCISES[name]
     namespace: dict = {}
     code = compile(show_solution(name, lang=lang).code, "<cell>", "exec", dont_inherit=True)
     exec(code, namespace)
-    checker_fn = getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
-    fb = checker_fn(namespace[solution.removeprefix("solution_")], lang=lang)
+    fb = checker_fn(namespace[solution.__name__.removeprefix("solution_")], lang=lang)
     assert fb.ok, f"{name}: {fb.message}"
     assert fb.message.startswith("✅ ¡Correcto!" if lang == "es" else "✅ Correct!")
 
@@ -355,21 +355,34 @@ def test_an_unknown_exercise_is_a_course_error_that_lists_the_notebooks_exercise
         show_solution("01.softmaks", lang="en")
 
 
-def test_registering_a_new_exercise_is_one_line(tmp_path):
-    register("99.double", "attention", "check_softmax", "solution_softmax")
+def test_an_exercise_is_registered_by_its_id_on_the_solution():
+    @exercise("99.double")
+    def solution_double(x):
+        return torch.cat([x, x])
+
     try:
-        assert _def_line(show_solution("99.double", lang="en").code, "softmax") == 3  # after "import torch"
+        assert exercise_of(solution_double) == "99.double"
+        assert _def_line(show_solution("99.double", lang="en").code, "double") == 3  # after "import torch"
     finally:
-        del EXERCISES["99.double"]
+        del SOLUTIONS["99.double"]
+
+
+def test_every_checker_has_a_solution_and_every_solution_a_checker():
+    from minitransformer.exercises._core import CHECKERS
+
+    assert set(CHECKERS) == set(SOLUTIONS) == set(EXERCISES)
+    for name, (check, solution) in EXERCISES.items():
+        assert exercise_of(check) == exercise_of(solution) == name
+        assert solution.__module__.endswith(f".solutions.nb{name[:2]}"), (name, solution.__module__)
 
 
 def test_every_exercise_cell_of_the_notebooks_is_registered_with_its_stub():
-    """Each checker call in a notebook source names a registered exercise whose solution has the stub's name."""
-    by_checker = {check: (name, sol) for name, (_, check, sol) in EXERCISES.items()}
+    """Each checker call in a notebook source names an exercise whose solution has the stub's name."""
+    by_checker = {check.__name__: (name, sol.__name__) for name, (check, sol) in EXERCISES.items()}
     seen = set()
     for source in sorted((ROOT / "notebooks" / "source").glob("[0-9][0-9]_*.md")):
         for check, stub in re.findall(r"^(check_\w+)\((\w+), lang=LANG\)", source.read_text(), re.M):
-            assert check in by_checker, f"{source.name}: {check} is not registered in exercises/registry.py"
+            assert check in by_checker, f"{source.name}: {check} is not an exercise's checker"
             name, solution = by_checker[check]
             assert name.startswith(source.name[:2]), (source.name, name)
             assert solution == f"solution_{stub}", (source.name, check, stub)

@@ -13,15 +13,8 @@ from feedback_asserts import assert_correct, assert_hint, assert_rejected
 
 from minitransformer import sampling
 from minitransformer.exercises import Feedback
-from minitransformer.exercises.generation import (
-    HINTS,
-    check_cached_attention,
-    check_top_k,
-    check_top_p,
-    solution_my_cached_attention,
-    solution_my_top_k,
-    solution_my_top_p,
-)
+from minitransformer.exercises.generation import HINTS, check_cached_attention, check_top_k, check_top_p
+from minitransformer.exercises.solutions.nb09 import solution_my_cached_attention, solution_my_top_k, solution_my_top_p
 
 LANGS = ["es", "en"]
 INF = float("-inf")

@@ -9,12 +9,8 @@ import pytest
 import torch
 from feedback_asserts import assert_bank, bank
 
-from minitransformer.exercises.heads import (
-    check_attention_row,
-    check_strongest_head,
-    solution_attention_row,
-    solution_strongest_head,
-)
+from minitransformer.exercises.heads import check_attention_row, check_strongest_head
+from minitransformer.exercises.solutions.nb08 import solution_attention_row, solution_strongest_head
 
 LANGS = ("es", "en")
 

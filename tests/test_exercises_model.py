@@ -10,10 +10,8 @@ from feedback_asserts import assert_bank, assert_rejected, bank
 from feedback_asserts import assert_correct as assert_accepted
 
 from minitransformer.exercises import model as ex
-from minitransformer.exercises.model import (
-    check_model_params,
-    check_output_probabilities,
-    check_scaled_embeddings,
+from minitransformer.exercises.model import check_model_params, check_output_probabilities, check_scaled_embeddings
+from minitransformer.exercises.solutions.nb06 import (
     solution_my_embed,
     solution_my_model_params,
     solution_my_output_probabilities,

@@ -10,14 +10,8 @@ import torch
 from feedback_asserts import assert_correct, assert_rejected
 
 from minitransformer.exercises import Feedback
-from minitransformer.exercises.tokens import (
-    check_count_pairs,
-    check_encode,
-    check_merge,
-    solution_my_count_pairs,
-    solution_my_encode,
-    solution_my_merge,
-)
+from minitransformer.exercises.solutions.nb11 import solution_my_count_pairs, solution_my_encode, solution_my_merge
+from minitransformer.exercises.tokens import check_count_pairs, check_encode, check_merge
 from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
 
 LANGS = ["es", "en"]

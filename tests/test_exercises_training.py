@@ -7,13 +7,8 @@ import torch
 import torch.nn.functional as F
 from feedback_asserts import assert_bank, bank
 
-from minitransformer.exercises.training import (
-    check_noam_lr,
-    check_shift_targets,
-    check_smoothed_targets,
-    solution_my_noam_lr,
-    solution_my_smoothed_targets,
-)
+from minitransformer.exercises.solutions.nb07 import solution_my_noam_lr, solution_my_smoothed_targets
+from minitransformer.exercises.training import check_noam_lr, check_shift_targets, check_smoothed_targets
 
 
 def stub(*args):

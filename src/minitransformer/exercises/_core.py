@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import inspect
 import os
@@ -67,6 +68,7 @@ class Feedback:
 
     ok: bool
     message: str
+    hint: str | None = None  # the key of the hint it gives (tests name it, not the wording)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -84,10 +86,10 @@ def correct(lang: str, es: str = "", en: str = "") -> Feedback:
     return Feedback(True, f"{head} {extra}".strip())
 
 
-def not_yet(lang: str, es: str, en: str) -> Feedback:
-    """A "not yet" with a hint: the one format of every hint."""
+def not_yet(lang: str, es: str, en: str, hint: str | None = None) -> Feedback:
+    """A "not yet" with a hint: the one format of every hint (``hint``: its key)."""
     head = tr(lang, "❌ Todavía no:", "❌ Not yet:")
-    return Feedback(False, f"{head} {tr(lang, es, en)}")
+    return Feedback(False, f"{head} {tr(lang, es, en)}", hint)
 
 
 class Hints(dict):
@@ -100,7 +102,7 @@ class Hints(dict):
     def __call__(self, lang: str, key: str, **fields: Any) -> Feedback:
         es, en = self[key]
         fields = {k: num(lang, v) if isinstance(v, float) else v for k, v in fields.items()}
-        return not_yet(lang, es.format(**fields), en.format(**fields))
+        return not_yet(lang, es.format(**fields), en.format(**fields), key)
 
 
 # Hints that several modules share, (Spanish, English); a module's HINTS merge them.
@@ -532,14 +534,14 @@ def _safety_net(lang: str, exc: Exception) -> Feedback:
     )
 
 
-def checker(fn: Callable[..., Feedback]) -> Callable[..., Feedback]:
+def checker(fn: Callable[..., Feedback], name: str | None = None) -> Callable[..., Feedback]:
     """Decorator for checkers: an :class:`Unfinished` inside becomes its feedback.
 
     A checker takes ``lang: str | None = None``; without it (or with ``None``) it answers in the
     notebook's language, the one ``runtime.setup(lang=...)`` set (:func:`~minitransformer.i18n.language`).
     It never lets an exception out: an unexpected one (an answer of a kind nobody foresaw)
-    becomes a "not yet" too. A "not yet" of an exercise in the registry ends by saying how
-    to see its worked solution.
+    becomes a "not yet" too. A "not yet" of exercise ``name`` (given by :func:`exercise`) ends by
+    saying how to see its worked solution.
     """
     signature = inspect.signature(fn)
 
@@ -554,20 +556,42 @@ def checker(fn: Callable[..., Feedback]) -> Callable[..., Feedback]:
             feedback = early.feedback
         except Exception as exc:  # never a traceback into the checker
             feedback = _safety_net(lang, exc)
-        if not feedback.ok:
-            from .registry import exercise_of
-
-            name = exercise_of(fn)
-            if name is not None:
-                feedback = Feedback(
-                    False,
-                    feedback.message
-                    + tr(
-                        lang,
-                        f'\nSi te atascas, `show_solution("{name}")` te muestra una solución explicada.',
-                        f'\nStuck? `show_solution("{name}")` shows a worked solution.',
-                    ),
-                )
+        if not feedback.ok and name is not None:
+            feedback = dataclasses.replace(
+                feedback,
+                message=feedback.message
+                + tr(
+                    lang,
+                    f'\nSi te atascas, `show_solution("{name}")` te muestra una solución explicada.',
+                    f'\nStuck? `show_solution("{name}")` shows a worked solution.',
+                ),
+            )
         return feedback
 
     return wrapper
+
+
+# The exercises met so far, by id: their checkers and their worked solutions (filled by @exercise).
+CHECKERS: dict[str, Callable[..., Feedback]] = {}
+SOLUTIONS: dict[str, Callable[..., Any]] = {}
+
+
+def exercise(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The id of an exercise (``"01.softmax"``), on its checker and on its worked solution.
+
+    On a checker (``def check_...``) it makes it a :func:`checker` whose "not yet" ends by naming
+    ``show_solution(name)``; on a solution (``def solution_<stub>``) it marks it as the answer shown
+    by ``show_solution(name)``. The two decorations are the whole registration.
+    """
+
+    def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if fn.__name__.startswith("solution_"):
+            fn.__exercise__ = name  # type: ignore[attr-defined]
+            SOLUTIONS[name] = fn
+            return fn
+        wrapped = checker(fn, name)
+        wrapped.__exercise__ = name  # type: ignore[attr-defined]
+        CHECKERS[name] = wrapped
+        return wrapped
+
+    return attach

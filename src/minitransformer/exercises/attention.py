@@ -1,4 +1,4 @@
-"""Checkers for the attention exercises (notebooks 01 and 02), and their worked solutions.
+"""Checkers for the attention exercises (notebooks 01 and 02).
 
 Every checker runs the student's function on cases whose shapes are all different
 (T ≠ S ≠ d_k ≠ d_model), compares it with the package or with the maths, and, when the answer
@@ -24,10 +24,10 @@ from ._core import (
     Hints,
     Unfinished,
     attempt,
-    checker,
     close,
     correct,
     dtype_name,
+    exercise,
     first_match,
     forbid,
     sentence,
@@ -35,7 +35,6 @@ from ._core import (
     tensor,
     wrong_shape,
 )
-from .registry import explain
 
 __all__ = [
     "HINTS",
@@ -311,7 +310,7 @@ def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
 # --------------------------------------------------------------------------- notebook 01
 
 
-@checker
+@exercise("01.softmax")
 def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: softmax over the last axis with ``torch.exp``, numerically stable.
 
@@ -364,21 +363,7 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
     )
 
 
-@explain(
-    "Restar a cada fila su máximo no cambia la softmax (el factor e^(−máx) se cancela al dividir) y deja "
-    "todos los exponentes ≤ 0: `exp` nunca se desborda y el mayor término vale 1, así que la suma nunca es 0. "
-    "`keepdim=True` conserva el eje para que la resta y la división se extiendan fila a fila, con o sin lote.",
-    "Subtracting each row's maximum leaves the softmax unchanged (the factor e^(−max) cancels in the division) "
-    "and makes every exponent ≤ 0: `exp` never overflows and the largest term is 1, so the sum is never 0. "
-    "`keepdim=True` keeps the axis so that the subtraction and the division broadcast row by row, batched or "
-    "not.",
-)
-def solution_softmax(x):
-    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
-    return e / e.sum(dim=-1, keepdim=True)
-
-
-@checker
+@exercise("01.attention_weights")
 def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the attention weights softmax(q kᵀ / √d_k).
 
@@ -415,20 +400,7 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     return correct(lang, "Cada fila reparte 1 entre las claves.", "Each row shares 1 among the keys.")
 
 
-@explain(
-    "Las puntuaciones son los productos escalares de cada consulta con cada clave, `q @ kᵀ` (T, S); "
-    "`transpose(-2, -1)` traspone solo los dos últimos ejes, así que sirve también con lotes. La escala es "
-    "√d_k, el tamaño del último eje de `q`, y la softmax va sobre las claves (el último eje).",
-    "The scores are the dot products of every query with every key, `q @ kᵀ` (T, S); `transpose(-2, -1)` "
-    "swaps only the last two axes, so it works with batches too. The scale is √d_k, the size of `q`'s last "
-    "axis, and the softmax runs over the keys (the last axis).",
-)
-def solution_attention_weights(q, k):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
-    return torch.softmax(scores, dim=-1)
-
-
-@checker
+@exercise("01.self_attention")
 def check_self_attention(
     self_attention: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor], lang: str | None = None
 ) -> Feedback:
@@ -480,24 +452,10 @@ def check_self_attention(
     )
 
 
-@explain(
-    "Primero las tres proyecciones: Q = x W_Q y K = x W_K (T, d_k), V = x W_V (T, d_v). Las puntuaciones "
-    "Q Kᵀ (T, T) se dividen entre √d_k, el ancho de Q y K (no d_model, el de x, ni T, el número de tokens); "
-    "la softmax de cada fila reparte 1 entre las claves y esos pesos combinan las filas de V.",
-    "First the three projections: Q = x W_Q and K = x W_K (T, d_k), V = x W_V (T, d_v). The scores Q Kᵀ "
-    "(T, T) are divided by √d_k, the width of Q and K (not d_model, that of x, nor T, the number of tokens); "
-    "each row's softmax shares 1 among the keys, and those weights combine the rows of V.",
-)
-def solution_self_attention(x, W_q, W_k, W_v):
-    Q, K, V = x @ W_q, x @ W_k, x @ W_v  # (T, d_k), (T, d_k), (T, d_v)
-    weights = torch.softmax(Q @ K.T / math.sqrt(K.size(-1)), dim=-1)  # (T, T)
-    return weights @ V  # (T, d_v)
-
-
 # --------------------------------------------------------------------------- notebook 02
 
 
-@checker
+@exercise("02.split_heads")
 def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: (B, T, D) -> (B, H, T, d_head), head h taking columns h·d_head … (h+1)·d_head − 1."""
     for seed, (B, T, D, H) in ((6, (2, 5, 12, 3)), (7, (3, 2, 8, 4))):
@@ -525,20 +483,6 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | 
     )
 
 
-@explain(
-    "`view(B, T, H, d_head)` parte el último eje en H bloques contiguos de d_head columnas (la cabeza h "
-    "recibe las columnas h·d_head … (h+1)·d_head − 1); `transpose(1, 2)` lleva el eje de las cabezas delante "
-    "del de las posiciones. Ver `x` directamente como (B, H, T, d_head) daría la forma correcta con los "
-    "números mezclados.",
-    "`view(B, T, H, d_head)` splits the last axis into H contiguous blocks of d_head columns (head h gets "
-    "columns h·d_head … (h+1)·d_head − 1); `transpose(1, 2)` moves the heads' axis in front of the positions' "
-    "axis. Viewing `x` directly as (B, H, T, d_head) would give the right shape with the numbers mixed up.",
-)
-def solution_split_heads(x, n_heads):
-    B, T, D = x.shape
-    return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_head)
-
-
 def _naive(q: Tensor, k: Tensor, mask: Tensor | None, scale: float, dim: int = -1) -> Tensor:
     scores = q @ k.transpose(-2, -1) / scale
     if mask is not None:
@@ -559,7 +503,7 @@ def _pair(lang: str, result: Any, want_out: Tensor, want_w: Tensor) -> tuple[Ten
     return out, w
 
 
-@checker
+@exercise("02.masked_attention")
 def check_masked_attention(
     masked_attention: Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]], lang: str | None = None
 ) -> Feedback:
@@ -617,26 +561,6 @@ def check_masked_attention(
     )
 
 
-@explain(
-    "Las puntuaciones de todas las cabezas salen de un solo `einsum` (B, H, T, S), escaladas por √d_head. "
-    "Donde la máscara es False se pone −∞, y la softmax les da peso 0. Una fila sin ninguna clave permitida "
-    "sería toda −∞ y daría 0/0 = NaN: esas filas se ponen a cero después de la softmax, y entonces su salida, "
-    "pesos por valores, también es cero.",
-    "The scores of every head come from one `einsum` (B, H, T, S), scaled by √d_head. Where the mask is "
-    "False they become −∞, and the softmax gives them weight 0. A row with no allowed key would be all −∞ "
-    "and give 0/0 = NaN: those rows are set to zero after the softmax, and then their output, weights times "
-    "values, is zero too.",
-)
-def solution_masked_attention(q, k, v, mask):
-    scores = torch.einsum("bhtd,bhsd->bhts", q, k) / math.sqrt(q.size(-1))  # (B, H, T, S)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    weights = weights.masked_fill(
-        ~mask.any(dim=-1, keepdim=True), 0.0
-    )  # «filas sin ninguna clave permitida|rows with no allowed key»
-    return weights @ v, weights  # (B, H, T, d_head), (B, H, T, S)
-
-
 def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
     T = tokens.size(1)
     ones = torch.ones(T, T, dtype=torch.bool)
@@ -655,7 +579,7 @@ def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
     }
 
 
-@checker
+@exercise("02.decoder_mask")
 def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the decoder's self-attention mask, causal AND padding (True = may attend).
 
@@ -689,19 +613,3 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
         "Así es la máscara de la autoatención del decodificador (decoder).",
         "This is the mask of the decoder's self-attention.",
     )
-
-
-@explain(
-    "Dos máscaras que se combinan con AND (`&`): la de relleno, (B, 1, 1, T), dice qué claves no son `pad_id` "
-    "y se extiende a todas las filas; la causal, (T, T), es el triángulo inferior con la diagonal (cada "
-    "posición ve a sí misma y a las anteriores). La difusión (broadcasting) da (B, 1, T, T), que se extiende "
-    "a las H cabezas.",
-    "Two masks combined with AND (`&`): the padding one, (B, 1, 1, T), says which keys are not `pad_id` and "
-    "extends over every row; the causal one, (T, T), is the lower triangle with the diagonal (each position "
-    "sees itself and earlier ones). Broadcasting gives (B, 1, T, T), which extends to the H heads.",
-)
-def solution_decoder_mask(tokens, pad_id):
-    T = tokens.size(1)
-    keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
-    causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()  # (T, T)
-    return keys & causal  # (B, 1, T, T)

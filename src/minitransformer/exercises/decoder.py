@@ -15,8 +15,7 @@ from torch import Tensor
 from ..attention import padding_mask, scaled_dot_product_attention
 from ..layers import DecoderLayer
 from ..model import target_mask
-from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_a_tensor, not_yet, tensor
-from .registry import explain
+from ._core import Feedback, attempt, close, correct, exercise, name_mistake, not_a_tensor, not_yet, tensor
 
 __all__ = ["check_shift_right", "check_cross_attention", "check_decoder_layer"]
 
@@ -121,7 +120,7 @@ def _layer_variants(
     ]
 
 
-@checker
+@exercise("05.decoder_layer")
 def check_decoder_layer(
     fn: Callable[[DecoderLayer, Tensor, Tensor, Tensor, Tensor], Tensor], lang: str | None = None
 ) -> Feedback:
@@ -166,7 +165,7 @@ def _shift_cases() -> list[tuple[Tensor, int]]:
     return [(y1, 1), (y1, 2), (y2, 1)]
 
 
-@checker
+@exercise("05.shift_right")
 def check_shift_right(fn: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Check ``fn(y, bos_id)``: <bos> followed by y without its last token, shape (B, T)."""
     for y, bos_id in _shift_cases():
@@ -264,7 +263,7 @@ def _softmax_keys(scores: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=dim)
 
 
-@checker
+@exercise("05.cross_attention")
 def check_cross_attention(
     fn: Callable[[Tensor, Tensor, Tensor, int], tuple[Tensor, Tensor]], lang: str | None = None
 ) -> Feedback:
@@ -362,49 +361,3 @@ def check_cross_attention(
         "Cada token de destino reparte su atención entre los tokens de origen que no son relleno.",
         "Each target token spreads its attention over the source tokens that are not padding.",
     )
-
-
-@explain(
-    "En la posición t el decodificador lee el token anterior, y[t−1], y debe predecir y[t]: la entrada es "
-    "`bos_id` seguido de `y` sin su último token, con la misma forma (B, T) y el mismo dtype que `y`. "
-    "`torch.cat` construye un tensor nuevo, así que `y` no cambia.",
-    "At position t the decoder reads the previous token, y[t−1], and must predict y[t]: the input is `bos_id` "
-    "followed by `y` without its last token, with the same shape (B, T) and dtype as `y`. `torch.cat` builds "
-    "a new tensor, so `y` does not change.",
-)
-def solution_my_shift_right(y, bos_id):
-    bos = torch.full((y.size(0), 1), bos_id, dtype=y.dtype, device=y.device)  # (B, 1)
-    return torch.cat([bos, y[:, :-1]], dim=1)  # (B, T)
-
-
-@explain(
-    "Las consultas son los vectores del decodificador `x` y las claves y los valores, la memoria: las "
-    "puntuaciones `x · memoryᵀ` son (B, T, S), una fila por token de destino. Se dividen entre √D; las claves "
-    "de relleno del origen reciben −∞ (la máscara (B, 1, S) se extiende a todas las filas), y la softmax sobre "
-    "las claves les da peso 0. No hay máscara causal: el origen entero se conoce desde el principio.",
-    "The queries are the decoder's vectors `x` and the keys and values the memory: the scores "
-    "`x · memoryᵀ` are (B, T, S), one row per target token. They are divided by √D; the source's padding keys "
-    "get −∞ (the (B, 1, S) mask extends over every row), and the softmax over the keys gives them weight 0. "
-    "There is no causal mask: the whole source is known from the start.",
-)
-def solution_my_cross_attention(x, memory, src, pad_id):
-    scores = x @ memory.transpose(1, 2) / math.sqrt(x.size(-1))  # (B, T, S)
-    keys = (src != pad_id)[:, None, :]  # (B, 1, S)
-    weights = torch.softmax(scores.masked_fill(~keys, float("-inf")), dim=-1)  # (B, T, S)
-    return weights @ memory, weights  # (B, T, D), (B, T, S)
-
-
-@explain(
-    "Tres subcapas, cada una envuelta en su conexión residual y su propia LayerNorm (post-LN): la "
-    "autoatención enmascarada con `tgt_mask`; la atención cruzada, con consultas de la salida anterior y "
-    "claves y valores de la memoria, con `memory_mask`; y la red prealimentada. Las atenciones devuelven "
-    "`(salida, pesos)`: se usa la salida, `[0]`.",
-    "Three sublayers, each wrapped in its residual connection and its own LayerNorm (post-LN): masked "
-    "self-attention with `tgt_mask`; cross-attention, with queries from the previous output and keys and "
-    "values from the memory, with `memory_mask`; and the feed-forward network. The attentions return "
-    "`(output, weights)`: take the output, `[0]`.",
-)
-def solution_my_decoder_layer(layer, x, memory, tgt_mask, memory_mask):
-    x = layer.norm1(x + layer.self_attn(x, x, x, tgt_mask)[0])  # (B, T, D)
-    x = layer.norm2(x + layer.cross_attn(x, memory, memory, memory_mask)[0])  # (B, T, D)
-    return layer.norm3(x + layer.feed_forward(x))  # (B, T, D)

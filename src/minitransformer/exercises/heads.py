@@ -8,8 +8,7 @@ import torch
 from torch import Tensor
 
 from ..analysis import attention_to, top_heads
-from ._core import Feedback, attempt, checker, close, correct, dtype_name, not_a_tensor, not_yet, type_name
-from .registry import explain
+from ._core import Feedback, attempt, close, correct, dtype_name, exercise, not_a_tensor, not_yet, type_name
 
 __all__ = ["check_strongest_head", "check_attention_row"]
 
@@ -21,7 +20,7 @@ def _random_maps(seed: int, n_layers: int = 3, n_heads: int = 4, length: int = 6
     ]  # L × (1, H, T, T)
 
 
-@checker
+@exercise("08.strongest_head")
 def check_strongest_head(strongest_head, lang: str | None = None) -> Feedback:
     """``strongest_head(maps, query, key)`` must return the (layer, head) in which the token
     at position ``query`` gives the most attention to the token at position ``key``;
@@ -95,7 +94,7 @@ def check_strongest_head(strongest_head, lang: str | None = None) -> Feedback:
     )
 
 
-@checker
+@exercise("08.attention_row")
 def check_attention_row(attention_row, lang: str | None = None) -> Feedback:
     """``attention_row(q, k)`` must return softmax(k q / √d_head): the weights of one query
     q (Dh,) over S keys k (S, Dh), shape (S,)."""
@@ -152,28 +151,3 @@ def check_attention_row(attention_row, lang: str | None = None) -> Feedback:
     return correct(
         lang, "Es exactamente lo que dibuja la vista de neuronas.", "It is exactly what the neuron view draws."
     )
-
-
-@explain(
-    "Apilar los mapas da un tensor (L, 1, H, T, T); el peso de la posición `query` hacia la posición `key` en "
-    "cada capa y cabeza es la entrada [:, 0, :, query, key], una matriz (L, H). `argmax` sobre la matriz "
-    "aplanada da un índice l·H + h, y `divmod` lo separa en (capa, cabeza).",
-    "Stacking the maps gives an (L, 1, H, T, T) tensor; the weight from position `query` to position `key` in "
-    "every layer and head is the entry [:, 0, :, query, key], an (L, H) matrix. `argmax` over the flattened "
-    "matrix gives an index l·H + h, and `divmod` splits it into (layer, head).",
-)
-def solution_strongest_head(maps, query, key):
-    weights = torch.stack(maps)[:, 0, :, query, key]  # (L, H)
-    layer, head = divmod(int(weights.argmax()), weights.size(1))
-    return layer, head
-
-
-@explain(
-    "Una fila de la atención: el producto escalar de la consulta con cada clave, `k @ q` (S,), dividido entre "
-    "√d_head, y la softmax sobre las S claves para que los pesos sumen 1.",
-    "One row of attention: the dot product of the query with each key, `k @ q` (S,), divided by √d_head, and "
-    "the softmax over the S keys so that the weights add up to 1.",
-)
-def solution_attention_row(q, k):
-    scores = k @ q / math.sqrt(q.size(-1))  # (S,)
-    return torch.softmax(scores, dim=-1)

@@ -10,8 +10,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..model import Transformer, TransformerConfig
-from ._core import Feedback, Hints, attempt, checker, correct
-from .registry import explain
+from ._core import Feedback, Hints, attempt, correct, exercise
 
 __all__ = ["HINTS", "check_attention_shapes", "check_mha_parameters"]
 
@@ -81,7 +80,7 @@ def _shape(x: Any) -> tuple[int, ...] | None:
     return shape
 
 
-@checker
+@exercise("00.attention_shapes")
 def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the shapes of the attention maps of one forward pass.
 
@@ -131,7 +130,7 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
     )
 
 
-@checker
+@exercise("00.mha_parameters")
 def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the number of parameters of ``MultiHeadAttention(d_model, n_heads)``."""
     for D, H in ((512, 8), (64, 4), (30, 5)):
@@ -160,28 +159,3 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = No
         "4·(d_model² + d_model): 1 050 624 para el modelo base (d_model = 512).",
         "4·(d_model² + d_model): 1,050,624 for the base model (d_model = 512).",
     )
-
-
-@explain(
-    "Cada mapa tiene una fila por consulta y una columna por clave, y uno por cabeza: (B, H, consultas, "
-    "claves). En el codificador el origen se mira a sí mismo (S × S); en la autoatención del decodificador, "
-    "el destino a sí mismo (T × T); en la atención cruzada las consultas son del destino y las claves del "
-    "origen (T × S).",
-    "Each map has one row per query and one column per key, and there is one per head: (B, H, queries, "
-    "keys). In the encoder the source looks at itself (S × S); in the decoder's self-attention the target "
-    "looks at itself (T × T); in cross-attention the queries come from the target and the keys from the "
-    "source (T × S).",
-)
-def solution_attention_shapes(B, S, T, n_heads):
-    return (B, n_heads, S, S), (B, n_heads, T, T), (B, n_heads, T, S)
-
-
-@explain(
-    "Cuatro `nn.Linear(d_model, d_model)`: cada una tiene d_model² pesos y d_model sesgos. Las cabezas se "
-    "reparten las columnas de esas mismas matrices, así que el número no depende de `n_heads`: "
-    "4·(d_model² + d_model).",
-    "Four `nn.Linear(d_model, d_model)`: each has d_model² weights and d_model biases. The heads share out "
-    "the columns of those same matrices, so the count does not depend on `n_heads`: 4·(d_model² + d_model).",
-)
-def solution_mha_parameters(d_model, n_heads):
-    return 4 * (d_model * d_model + d_model)

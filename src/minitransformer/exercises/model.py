@@ -15,8 +15,7 @@ from torch import Tensor
 from ..i18n import decimal_commas
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
-from ._core import Feedback, attempt, checker, close, correct, name_mistake, not_yet, stop, tensor, type_name
-from .registry import explain
+from ._core import Feedback, attempt, close, correct, exercise, name_mistake, not_yet, stop, tensor, type_name
 
 __all__ = ["check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
 
@@ -34,7 +33,7 @@ def _embedding_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
     return cases
 
 
-@checker
+@exercise("06.embed")
 def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Check ``fn(tokens, table, pe)`` = table[tokens] · √D + pe[:T], shape (B, T, D)."""
     for tokens, table, pe in _embedding_cases():
@@ -128,12 +127,11 @@ def _count_model(V: int, D: int, F: int, N: int, norm_first: bool) -> int:
 
 def _mistakes(V: int, D: int, F: int, N: int, norm_first: bool) -> list[tuple[int, str, str]]:
     """What each typical mistake counts, with its hint; a mistake that does not apply to this
-    configuration counts right. ``right`` is the worked solution's formula; the checker compares
-    with the model itself."""
+    configuration counts right. ``right`` is the model's own count."""
     attn, ln = 4 * (D * D + D), 2 * D
     final = 2 * ln if norm_first else 0
     n_ln = 5 * N + (2 if norm_first else 0)
-    right = solution_my_model_params(V, D, F, N, norm_first)
+    right = _count_model(V, D, F, N, norm_first)
     no_bias = V * D + N * (4 * D * D + 2 * D * F + 2 * ln) + N * (8 * D * D + 2 * D * F + 3 * ln) + final
     return [
         (
@@ -228,7 +226,7 @@ def _whole_number(lang: str, got) -> int:
     return value
 
 
-@checker
+@exercise("06.model_params")
 def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str | None = None) -> Feedback:
     """Check ``fn(V, D, F, N, norm_first)`` against the parameter count of a tied Transformer.
 
@@ -270,7 +268,7 @@ def _output_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
     return cases
 
 
-@checker
+@exercise("06.output_probabilities")
 def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Check ``fn(h, weight, bias)`` = softmax(h Wᵀ + b) over the vocabulary, shape (B, T, V)."""
     for h, weight, bias in _output_cases():
@@ -327,47 +325,3 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
         "Cada posición da una distribución sobre el vocabulario que suma 1.",
         "Every position gives a distribution over the vocabulary that adds up to 1.",
     )
-
-
-@explain(
-    "Cada id elige su fila de la tabla, `table[tokens]` (B, T, D). El artículo multiplica los embeddings por "
-    "√D para que queden en la escala de la codificación posicional, y suma la codificación de cada posición, "
-    "0 … T − 1: las T primeras filas de `pe`, que se extienden a todo el lote.",
-    "Each id picks its row of the table, `table[tokens]` (B, T, D). The paper multiplies the embeddings by √D "
-    "to put them on the scale of the positional encoding, and adds the encoding of each position, 0 … T − 1: "
-    "the first T rows of `pe`, which broadcast over the batch.",
-)
-def solution_my_embed(tokens, table, pe):
-    T, D = tokens.size(1), table.size(1)
-    return table[tokens] * math.sqrt(D) + pe[:T]  # (B, T, D)
-
-
-@explain(
-    "Una capa del codificador: atención (4 proyecciones D × D con sesgo), red prealimentada (D·F + F + F·D + D) "
-    "y 2 LayerNorm de 2D. Una del decodificador: dos atenciones, la red y 3 LayerNorm. Con los pesos "
-    "compartidos hay una sola matriz V × D, más el sesgo de la proyección de salida (V). En pre-LN cada pila "
-    "termina con otra LayerNorm. Las cabezas no cuentan: se reparten las mismas matrices.",
-    "An encoder layer: attention (4 D × D projections with bias), feed-forward (D·F + F + F·D + D) and 2 "
-    "LayerNorms of 2D. A decoder layer: two attentions, the network and 3 LayerNorms. With shared weights there "
-    "is a single V × D matrix, plus the output projection's bias (V). In pre-LN each stack ends with one more "
-    "LayerNorm. Heads do not count: they share out the same matrices.",
-)
-def solution_my_model_params(V, D, F, N, norm_first):
-    attention = 4 * (D * D + D)
-    feed_forward = D * F + F + F * D + D
-    norm = 2 * D
-    encoder = N * (attention + feed_forward + 2 * norm)
-    decoder = N * (2 * attention + feed_forward + 3 * norm)
-    final_norms = 2 * norm if norm_first else 0
-    return V * D + V + encoder + decoder + final_norms
-
-
-@explain(
-    "`weight` es (V, D), una fila por token: los logits son `h @ weightᵀ + bias`, (B, T, V), y la softmax sobre "
-    "el vocabulario (el último eje) los convierte en probabilidades que suman 1 en cada posición.",
-    "`weight` is (V, D), one row per token: the logits are `h @ weightᵀ + bias`, (B, T, V), and the softmax "
-    "over the vocabulary (the last axis) turns them into probabilities that add up to 1 at every position.",
-)
-def solution_my_output_probabilities(h, weight, bias):
-    logits = h @ weight.T + bias  # (B, T, V)
-    return torch.softmax(logits, dim=-1)

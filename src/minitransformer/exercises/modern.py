@@ -4,8 +4,8 @@ Each checker compares the student's answer with the package's own (computed befo
 student's code runs), on cases chosen so that the usual mistakes give different numbers
 (non-square shapes, a base other than 10000, a late large score), and names the mistake
 without writing the code. The tools a statement forbids are switched off while the
-student's function runs, and using one is answered as such. ``solution_<exercise>`` are the
-worked solutions.
+student's function runs, and using one is answered as such.
+The worked solutions are in the answer key :mod:`.solutions.nb10`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from ._core import (
     Hints,
     Unfinished,
     attempt,
-    checker,
     close,
     correct,
     dtype_name,
+    exercise,
     forbid,
     randn,
     sentence,
@@ -39,7 +39,6 @@ from ._core import (
     tensor,
     wrong_shape,
 )
-from .registry import explain
 
 __all__ = [
     "HINTS",
@@ -47,10 +46,6 @@ __all__ = [
     "check_swiglu",
     "check_online_softmax",
     "check_rope_offset",
-    "solution_rope",
-    "solution_swiglu",
-    "solution_online_softmax",
-    "solution_rope_offset",
 ]
 
 # Every hint these checkers give, (Spanish, English), by key.
@@ -317,28 +312,6 @@ def _float_answer(lang: str, got: Any, expected: Tensor) -> Tensor:
 # --- exercise 1: RoPE by pairs ----------------------------------------------------------
 
 
-@explain(
-    "Cada par de dimensiones (2i, 2i+1) es un punto del plano que se gira un ángulo p · base^(−2i/Dh), con p la "
-    "posición: el primer elemento del par pasa a x·cos − y·sen y el segundo a x·sen + y·cos, los dos calculados con "
-    "los valores de antes de girar. Los pares bajos giran deprisa y los altos despacio, como las frecuencias de la "
-    "codificación sinusoidal del cuaderno 03. Los comentarios dan la forma de cada tensor.",
-    "Each pair of dimensions (2i, 2i+1) is a point in the plane, turned by the angle p · base^(−2i/Dh), with p the "
-    "position: the pair's first element becomes x·cos − y·sin and the second x·sin + y·cos, both computed from the "
-    "values before turning. Low pairs turn fast and high pairs slowly, like the frequencies of notebook 03's "
-    "sinusoidal encoding. The comments give each tensor's shape.",
-)
-def solution_rope(x, base):
-    T, Dh = x.shape
-    omega = base ** (-torch.arange(0, Dh, 2, dtype=torch.float32) / Dh)  # (Dh/2,)
-    angle = torch.arange(T, dtype=torch.float32)[:, None] * omega  # (T, Dh/2)
-    cos, sin = torch.cos(angle), torch.sin(angle)  # (T, Dh/2)
-    even, odd = x[:, 0::2], x[:, 1::2]  # (T, Dh/2)
-    out = torch.empty_like(x)  # (T, Dh)
-    out[:, 0::2] = even * cos - odd * sin
-    out[:, 1::2] = even * sin + odd * cos
-    return out
-
-
 def _rope_with(
     x: Tensor, base: float, exponent: float = 2.0, sign: float = 1.0, start: int = 0, halves: bool = False
 ) -> Tensor:
@@ -369,7 +342,7 @@ _ROPE_WHY = (
 )
 
 
-@checker
+@exercise("10.rope")
 def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None) -> Feedback:
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
     cases = [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
@@ -411,19 +384,6 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
 # --- exercise 2: SwiGLU -----------------------------------------------------------------
 
 
-@explain(
-    "Dos proyecciones de x: la de W_gate pasa por SiLU(z) = z · sigmoid(z) y hace de compuerta, la de W_up lleva el "
-    "contenido; se multiplican elemento a elemento y W_down vuelve a d_model. Con `@`, que multiplica el último "
-    "eje, vale para x de cualquier forma (…, D). Los comentarios dan la forma de cada tensor.",
-    "Two projections of x: W_gate's goes through SiLU(z) = z · sigmoid(z) and acts as the gate, W_up's carries the "
-    "content; they are multiplied element by element and W_down goes back to d_model. With `@`, which multiplies "
-    "the last axis, it works for x of any shape (…, D). The comments give each tensor's shape.",
-)
-def solution_swiglu(x, W_gate, W_up, W_down):
-    gate = x @ W_gate  # (..., d_ff)
-    return (gate * torch.sigmoid(gate) * (x @ W_up)) @ W_down  # (..., D)
-
-
 _SILU_TOOLS = ("torch.nn.functional.silu", "torch.silu", "torch.nn.SiLU.forward")
 _SWIGLU_WHY = (
     "escribe SiLU tú mismo, z·σ(z), con `torch.sigmoid`.",
@@ -431,7 +391,7 @@ _SWIGLU_WHY = (
 )
 
 
-@checker
+@exercise("10.swiglu")
 def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``swiglu(x, W_gate, W_up, W_down)``: x (..., D), W_gate and W_up (D, F), W_down (F, D).
 
@@ -487,27 +447,6 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
 
 
 # --- exercise 3: the online softmax -----------------------------------------------------
-
-
-@explain(
-    "Recorre las columnas por bloques llevando el máximo m y la suma l de exp(s − m) vistos hasta ahora; m empieza "
-    "en −∞ y l en 0. Cuando un bloque trae un máximo mayor, la suma vieja se reescala con exp(m − m_nuevo) antes de "
-    "sumarle el bloque. Al final, exp(s − m) / l es la softmax, sin haber mirado nunca más de un bloque a la vez "
-    "para el máximo y la suma. Los comentarios dan la forma de cada tensor (R filas).",
-    "Walk over the columns block by block, carrying the maximum m and the sum l of exp(s − m) seen so far; m starts "
-    "at −∞ and l at 0. When a block brings a larger maximum, the old sum is rescaled by exp(m − m_new) before the "
-    "block is added. At the end, exp(s − m) / l is the softmax, without ever looking at more than one block at a "
-    "time for the maximum and the sum. The comments give each tensor's shape (R rows).",
-)
-def solution_online_softmax(scores, block_size):
-    m = torch.full((scores.size(0), 1), float("-inf"))  # (R, 1)
-    l = torch.zeros_like(m)  # (R, 1)
-    for start in range(0, scores.size(-1), block_size):
-        block = scores[:, start : start + block_size]  # (R, ≤ block_size)
-        m_new = torch.maximum(m, block.amax(dim=-1, keepdim=True))  # (R, 1)
-        l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(dim=-1, keepdim=True)
-        m = m_new
-    return torch.exp(scores - m) / l  # (R, S)
 
 
 def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
@@ -633,7 +572,7 @@ def _block_widths(S: int, block: int) -> list[int]:
     return [min(block, S - start) for start in range(0, S, block)]
 
 
-@checker
+@exercise("10.online_softmax")
 def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Check ``online_softmax(scores, block_size)``: scores (R, S) -> the softmax of each row, read in
     blocks of ``block_size`` columns (the last one may be shorter) with a running maximum and sum."""
@@ -696,20 +635,6 @@ def _words(lang: str, numbers: list[int]) -> str:
 # --- exercise 4: RoPE's offset under a cache -------------------------------------------
 
 
-@explain(
-    "La caché guarda las claves de las posiciones 0 … S − 1, ya giradas cada una en la suya; len(cache) es S (el eje "
-    "1 de cache.k, y 0 cuando la caché aún está vacía y cache.k es None). El primer token nuevo es el siguiente de "
-    "la secuencia: su posición es S, y los siguientes de la misma llamada van en S + 1, S + 2… La capacidad de una "
-    "caché preasignada solo dice cuánto sitio le queda, no dónde va la secuencia.",
-    "The cache holds the keys of positions 0 … S − 1, each already turned at its own; len(cache) is S (axis 1 of "
-    "cache.k, and 0 while the cache is still empty and cache.k is None). The first new token is the sequence's "
-    "next: its position is S, and the next ones of the same call go at S + 1, S + 2… The capacity of a "
-    "preallocated cache only says how much room it has, not where the sequence is.",
-)
-def solution_rope_offset(cache):
-    return len(cache)
-
-
 def _filled_cache(stored: int, capacity: int, batch: int = 3, kv_heads: int = 2, d_head: int = 4) -> AttentionCache:
     cache = AttentionCache(capacity=capacity)
     if stored:
@@ -733,7 +658,7 @@ def _offset_answer(lang: str, got: Any) -> int:
     raise stop(HINTS(lang, "offset_type", got=shown))
 
 
-@checker
+@exercise("10.rope_offset")
 def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | None = None) -> Feedback:
     """Check ``rope_offset(cache)``: the position RoPE turns the first new token to, for one layer's
     preallocated :class:`~minitransformer.kv_cache.AttentionCache` (no padding).

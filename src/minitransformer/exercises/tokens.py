@@ -4,8 +4,8 @@ with a list of merges.
 Each checker compares the student's answer with the package's own (:mod:`minitransformer.tokenizer`,
 computed before the student's code runs), on cases where the usual mistakes give different
 answers (a pair that repeats inside a word, ``a a a``, merges whose order matters, letters of
-two bytes), and names the mistake without writing the code. ``solution_<exercise>`` are the
-worked solutions.
+two bytes), and names the mistake without writing the code.
+The worked solutions are in the answer key :mod:`.solutions.nb11`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..tokenizer import BYTE_ID, count_pairs, merge, pretokenize, train_bpe
-from ._core import Feedback, Hints, Unfinished, attempt, checker, correct, stop, type_name
-from .registry import explain
+from ._core import Feedback, Hints, Unfinished, attempt, correct, exercise, stop, type_name
 
 __all__ = [
     "HINTS",
     "check_count_pairs",
     "check_merge",
     "check_encode",
-    "solution_my_count_pairs",
-    "solution_my_merge",
-    "solution_my_encode",
 ]
 
 Ids = list[int]
@@ -181,71 +177,6 @@ HINTS = Hints(
 
 
 # ---------------------------------------------------------------------------------------
-# Worked solutions
-# ---------------------------------------------------------------------------------------
-
-
-@explain(
-    "Recorre cada palabra por separado y cuenta cada id con el siguiente (`zip(ids, ids[1:])`): así los pares "
-    "nunca cruzan de una palabra a otra y cada aparición cuenta, también las que se solapan.",
-    "Go through each word on its own and count each id with the next one (`zip(ids, ids[1:])`): pairs never "
-    "cross from one word to another, and every occurrence counts, overlapping ones too.",
-)
-def solution_my_count_pairs(words):
-    """«Cuenta cada par de ids vecinos dentro de cada palabra.|Count each adjacent pair inside each word.»"""
-    counts = {}
-    for ids in words:
-        for pair in zip(ids, ids[1:]):
-            counts[pair] = counts.get(pair, 0) + 1
-    return counts
-
-
-@explain(
-    "Un índice recorre la lista de izquierda a derecha: donde empieza el par se escribe new_id y se saltan los dos "
-    "ids; en otro caso se copia el id y se avanza uno. Con `a a a` queda `new a`.",
-    "An index walks the list from left to right: where the pair starts, new_id is written and both ids are "
-    "skipped; otherwise the id is copied and the index moves by one. With `a a a` you get `new a`.",
-)
-def solution_my_merge(ids, pair, new_id):
-    """«Sustituye cada aparición de pair, de izquierda a derecha, por new_id.|Replace every occurrence of pair, from left to right, by new_id.»"""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-@explain(
-    "El texto pasa a bytes UTF-8 y cada byte a su id con `BYTE_ID`; después cada fusión, en el orden en que se "
-    "aprendió, sustituye todas las apariciones de su par. Una fusión aprendida tarde puede usar tokens que "
-    "crearon las anteriores, por eso el orden importa.",
-    "The text becomes UTF-8 bytes and each byte its id with `BYTE_ID`; then each merge, in the order it was "
-    "learned, replaces every occurrence of its pair. A merge learned late may use tokens that earlier ones "
-    "created, which is why the order matters.",
-)
-def solution_my_encode(word, merges):
-    """«Los ids de los tokens de un trozo de texto con una lista de fusiones, aplicadas en orden.|The token ids of one piece of text under a list of merges, applied in order.»"""
-    from minitransformer.tokenizer import BYTE_ID
-
-    ids = [BYTE_ID[b] for b in word.encode("utf-8")]
-    for (a, b), new_id in merges:  # «en el orden en que se aprendieron|in the order they were learned»
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
-                out.append(new_id)
-                i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        ids = out
-    return ids
-
-
-# ---------------------------------------------------------------------------------------
 # What the student returns
 # ---------------------------------------------------------------------------------------
 
@@ -366,7 +297,7 @@ _COUNT_MISTAKES: list[tuple[Callable[[list[Ids]], dict], str]] = [
 ]
 
 
-@checker
+@exercise("11.count_pairs")
 def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -> Feedback:
     """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids)."""
     cases = _count_cases()
@@ -476,7 +407,7 @@ _MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = 
 ]
 
 
-@checker
+@exercise("11.merge")
 def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None = None) -> Feedback:
     """``fn(ids, pair, new_id)`` -> ``ids`` with every occurrence of ``pair``, from left to right,
     replaced by ``new_id``."""
@@ -573,7 +504,7 @@ _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
 ]
 
 
-@checker
+@exercise("11.encode")
 def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> Feedback:
     """``fn(word, merges)`` -> the token ids of ``word`` (one piece of text): its UTF-8 bytes as
     ids, then each merge ``((a, b), new_id)`` applied in order."""

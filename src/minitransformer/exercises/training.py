@@ -1,4 +1,4 @@
-"""Checkers for the exercises of notebook 07 (training on toy data), and their worked solutions.
+"""Checkers for the exercises of notebook 07 (training on toy data).
 
 Each checker runs every case first and names a mistake only when it explains all of them:
 a learning rate with one branch matches the right one on part of the schedule, a smoothing
@@ -17,8 +17,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..train import noam_lr
-from ._core import Feedback, attempt, checker, close, correct, dtype_name, not_a_tensor, not_yet, num, stop, type_name
-from .registry import explain
+from ._core import (
+    Feedback,
+    attempt,
+    close,
+    correct,
+    dtype_name,
+    exercise,
+    not_a_tensor,
+    not_yet,
+    num,
+    stop,
+    type_name,
+)
 
 __all__ = ["check_noam_lr", "check_shift_targets", "check_smoothed_targets"]
 
@@ -100,7 +111,7 @@ _NOAM_MISTAKES: list[tuple[Callable[[int, int, int], float], str, str]] = [
 ]
 
 
-@checker
+@exercise("07.noam_lr")
 def check_noam_lr(fn: Callable[[int, int, int], float], lang: str | None = None) -> Feedback:
     """``fn(step, d_model, warmup)`` must return the paper's learning rate
     d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
@@ -123,18 +134,6 @@ def check_noam_lr(fn: Callable[[int, int, int], float], lang: str | None = None)
         f"for step={step}, d_model={d_model}, warmup={warmup} the expected value is {num(lang, want, 6)}, you "
         f"return {num(lang, got, 6)}.",
     )
-
-
-@explain(
-    "Dos rectas en escala log-log: durante el calentamiento la tasa crece como step · warmup^-1,5 y después "
-    "decrece como step^-0,5; `min` elige la menor, y las dos se cruzan justo en step = warmup. El factor "
-    "d_model^-0,5 hace la tasa más pequeña en modelos más anchos.",
-    "Two straight lines on a log-log scale: during warm-up the rate grows as step · warmup^-1.5 and afterwards "
-    "it decays as step^-0.5; `min` picks the smaller one, and the two cross exactly at step = warmup. The "
-    "factor d_model^-0.5 makes the rate smaller for wider models.",
-)
-def solution_my_noam_lr(step, d_model, warmup):
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def _ids(lang: str, x: Any, which: str) -> list[int]:
@@ -177,7 +176,7 @@ def _ids(lang: str, x: Any, which: str) -> list[int]:
     return [int(i) for i in x]
 
 
-@checker
+@exercise("07.shift_targets")
 def check_shift_targets(fn: Callable[[list[int], int, int], Any], lang: str | None = None) -> Feedback:
     """``fn(ids, bos_id, eos_id)`` must return two lists ``(tgt_in, tgt_out)``:
     ``[bos] + ids`` (the decoder's input) and ``ids + [eos]`` (what it must predict)."""
@@ -244,18 +243,6 @@ def check_shift_targets(fn: Callable[[list[int], int, int], Any], lang: str | No
     return correct(lang, "Es el forzado del profesor (teacher forcing).", "This is teacher forcing.")
 
 
-@explain(
-    "La entrada del decodificador empieza con <bos> y la salida que debe predecir termina con <eos>: en la "
-    "posición t lee tgt_in[t] y debe predecir tgt_out[t], el token siguiente. Las dos son listas nuevas de la "
-    "misma longitud, len(ids) + 1; `ids` no cambia (`insert` o `append` la modificarían y devuelven `None`).",
-    "The decoder's input starts with <bos> and the output it must predict ends with <eos>: at position t it "
-    "reads tgt_in[t] and must predict tgt_out[t], the next token. Both are new lists of the same length, "
-    "len(ids) + 1; `ids` does not change (`insert` or `append` would modify it, and return `None`).",
-)
-def solution_my_shift_targets(ids, bos_id, eos_id):
-    return [bos_id] + ids, ids + [eos_id]
-
-
 # Several (ε, V) pairs, and targets that do not reach the last id: a hard-coded ε or V, or a
 # one-hot whose width comes from the targets instead of V, all show.
 _SMOOTH_CASES = [
@@ -308,7 +295,7 @@ _SMOOTH_MISTAKES: list[tuple[Callable[[Tensor, int, float], Tensor], str, str]] 
 ]
 
 
-@checker
+@exercise("07.smoothed_targets")
 def check_smoothed_targets(fn: Callable[[Tensor, int, float], Tensor], lang: str | None = None) -> Feedback:
     """``fn(target, vocab_size, eps)`` must return the smoothed target distribution
     (1 − ε)·one_hot + ε/V of shape (N, V), the one ``F.cross_entropy(label_smoothing=ε)`` uses.
@@ -361,16 +348,3 @@ def check_smoothed_targets(fn: Callable[[Tensor, int, float], Tensor], lang: str
         "the rows sum to 1 but the values do not match: check how much the right class gets and how "
         "much each of the others.",
     )
-
-
-@explain(
-    "El suavizado quita ε a la clase correcta y lo reparte a partes iguales entre las V clases (la correcta "
-    "incluida): la correcta recibe 1 − ε + ε/V y cada una de las demás ε/V. Es exactamente la distribución "
-    "con la que `F.cross_entropy(..., label_smoothing=ε)` calcula la pérdida.",
-    "Smoothing takes ε away from the right class and shares it equally among the V classes (the right one "
-    "included): the right class gets 1 − ε + ε/V and each of the others ε/V. It is exactly the distribution "
-    "with which `F.cross_entropy(..., label_smoothing=ε)` computes the loss.",
-)
-def solution_my_smoothed_targets(target, vocab_size, eps):
-    one_hot = F.one_hot(target, vocab_size).float()  # (N, V)
-    return (1 - eps) * one_hot + eps / vocab_size
