@@ -19,16 +19,18 @@ from ..attention import scaled_dot_product_attention
 from ..i18n import tr
 from ..model import target_mask
 from ._core import (
+    ANY_CASE,
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     Hints,
     Unfinished,
     attempt,
     close,
     correct,
+    diagnose,
     dtype_name,
     exercise,
-    first_match,
     forbid,
     sentence,
     stop,
@@ -304,7 +306,8 @@ def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
         return tensor(lang, attempt(lang, fn, *args))
     except Unfinished as stopped:
         es, en = HINTS["batched"]
-        raise stop(Feedback(False, f"{stopped.feedback.message}\n{sentence(tr(lang, es, en))}")) from None
+        said = f"{stopped.feedback.message}\n{sentence(tr(lang, es, en))}"
+        raise stop(Feedback(False, said, "batched")) from None
 
 
 # --------------------------------------------------------------------------- notebook 01
@@ -335,13 +338,15 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
     got = run(x)
     if not close(got, torch.softmax(x, dim=-1)):
         e = x.exp()
-        key = first_match(
-            got,
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose(
+            [got],
             {
-                "wrong_axis": torch.softmax(x, dim=-2),
-                "softmax_global_sum": e / e.sum(),
-                "softmax_no_normalise": e,
+                "wrong_axis": [torch.softmax(x, dim=-2)],
+                "softmax_global_sum": [e / e.sum()],
+                "softmax_no_normalise": [e],
             },
+            EVERY_CASE,
         )
         if key is None and not close(got.double().sum(-1), torch.ones(3), atol=1e-4):
             key = "softmax_no_normalise"
@@ -379,14 +384,16 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        key = first_match(
-            got,
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose(
+            [got],
             {
-                "no_scale": torch.softmax(raw, dim=-1),
-                "scale_d_k": torch.softmax(raw / 8, dim=-1),
-                "scale_length": torch.softmax(raw / math.sqrt(3), dim=-1),
-                "wrong_axis": torch.softmax(raw / math.sqrt(8), dim=-2),
+                "no_scale": [torch.softmax(raw, dim=-1)],
+                "scale_d_k": [torch.softmax(raw / 8, dim=-1)],
+                "scale_length": [torch.softmax(raw / math.sqrt(3), dim=-1)],
+                "wrong_axis": [torch.softmax(raw / math.sqrt(8), dim=-2)],
             },
+            EVERY_CASE,
         )
         if key is None and close(got, torch.softmax(raw / math.sqrt(5), dim=-1)):
             key = "scale_length"
@@ -395,7 +402,8 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     rawb = qb @ kb.transpose(-2, -1)  # (B, T, S)
     got = _on_batch(lang, attention_weights, qb.clone(), kb.clone())
     if not close(got, torch.softmax(rawb / math.sqrt(6), dim=-1)):
-        key = first_match(got, {"scale_shape_index": torch.softmax(rawb / math.sqrt(4), dim=-1)})
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose([got], {"scale_shape_index": [torch.softmax(rawb / math.sqrt(4), dim=-1)]}, EVERY_CASE)
         return HINTS(lang, key or "batched")
     return correct(lang, "Cada fila reparte 1 entre las claves.", "Each row shares 1 among the keys.")
 
@@ -427,23 +435,26 @@ def check_self_attention(
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        key = first_match(
-            got,
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose(
+            [got],
             {
-                "scale_d_model": attn(raw / math.sqrt(7)),
-                "scale_length": attn(raw / math.sqrt(5)),
-                "scale_d_v": attn(raw / math.sqrt(2)),
-                "no_scale": attn(raw),
-                "scale_d_k": attn(raw / 3),
-                "wrong_axis": attn(raw / math.sqrt(3), dim=-2),
-                "swapped_qk": attn(raw.T / math.sqrt(3)),
+                "scale_d_model": [attn(raw / math.sqrt(7))],
+                "scale_length": [attn(raw / math.sqrt(5))],
+                "scale_d_v": [attn(raw / math.sqrt(2))],
+                "no_scale": [attn(raw)],
+                "scale_d_k": [attn(raw / 3)],
+                "wrong_axis": [attn(raw / math.sqrt(3), dim=-2)],
+                "swapped_qk": [attn(raw.T / math.sqrt(3))],
             },
+            EVERY_CASE,
         )
         if key is None:
             xx = x @ x.T
-            key = first_match(got, {"no_projection": attn(xx / math.sqrt(3))}) or first_match(
-                got, {"no_projection": attn(xx / math.sqrt(7))}
-            )
+            # ANY_CASE: one answer, two ways to skip the projections (scaled by √d_k or by √d_model):
+            # either one names the mistake
+            twice = [attn(xx / math.sqrt(3)), attn(xx / math.sqrt(7))]
+            key = diagnose([got, got], {"no_projection": twice}, ANY_CASE)
         return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -468,12 +479,14 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | 
         if got.shape != want.shape:
             return wrong_shape(lang, got, tuple(want.shape))
         if not close(got, want, atol=0.0, rtol=0.0):
-            key = first_match(
-                got,
+            # EVERY_CASE: one case, so the answer is the mistake's output there
+            key = diagnose(
+                [got],
                 {
-                    "heads_direct_view": x.reshape(B, H, T, Dh),
-                    "heads_interleaved": x.view(B, T, Dh, H).permute(0, 3, 1, 2),
+                    "heads_direct_view": [x.reshape(B, H, T, Dh)],
+                    "heads_interleaved": [x.view(B, T, Dh, H).permute(0, 3, 1, 2)],
                 },
+                EVERY_CASE,
             )
             return HINTS(lang, key or "wrong_values")
     return correct(
@@ -525,16 +538,18 @@ def check_masked_attention(
     out, w = _pair(lang, result, want_out, want_w)
     if not close(w, want_w):
         sq = math.sqrt(Dh)
-        key = first_match(
-            torch.nan_to_num(w),
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose(
+            [torch.nan_to_num(w)],
             {
-                "mask_inverted": _naive(q, k, ~mask, sq),
-                "mask_ignored": _naive(q, k, None, sq),
-                "scale_d_model_heads": _naive(q, k, mask, math.sqrt(H * Dh)),
-                "no_scale": _naive(q, k, mask, 1.0),
-                "scale_d_k": _naive(q, k, mask, float(Dh)),
-                "wrong_axis": _naive(q, k, mask, sq, dim=-2),
+                "mask_inverted": [_naive(q, k, ~mask, sq)],
+                "mask_ignored": [_naive(q, k, None, sq)],
+                "scale_d_model_heads": [_naive(q, k, mask, math.sqrt(H * Dh))],
+                "no_scale": [_naive(q, k, mask, 1.0)],
+                "scale_d_k": [_naive(q, k, mask, float(Dh))],
+                "wrong_axis": [_naive(q, k, mask, sq, dim=-2)],
             },
+            EVERY_CASE,
         )
         if key is None and not torch.isfinite(w).all():
             key = "nan"

@@ -419,7 +419,8 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
         shape, _, got, _ = next(run for run in runs if run[0] not in right)
         hint = HINTS(lang, "swiglu_batched_only", works=_words(lang, [str(r) for r in right]), fails=str(shape))
         if isinstance(got, Unfinished):  # what went wrong there, as attempt() said it
-            return Feedback(False, f"{hint.message}\n{sentence(got.feedback.message.split(' ', 3)[-1])}")
+            said = sentence(got.feedback.message.split(" ", 3)[-1])
+            return Feedback(False, f"{hint.message}\n{said}", hint.hint)
         return hint
     _, x, got, expected = runs[0]
     if isinstance(got, Unfinished):
