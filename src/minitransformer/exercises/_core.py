@@ -227,7 +227,7 @@ FIRST_WRONG = "first wrong case"  # in the first case the answer gets wrong (the
 
 def diagnose(
     answers: Sequence[Any],
-    mistakes: Mapping[K, Sequence[Any]],
+    mistakes: Mapping[K, Sequence[Any]] | Iterable[tuple[K, Sequence[Any]]],
     policy: str,
     *,
     right: Sequence[Any] | None = None,
@@ -235,7 +235,8 @@ def diagnose(
     **tol: float,
 ) -> K | None:
     """Which mistake the student's ``answers`` (one per case) are: the first key of the bank
-    ``mistakes`` (key -> what that mistake gives, one per case) that matches under ``policy``
+    ``mistakes`` (key -> what that mistake gives, one per case; or pairs ``(key, gives)``, where two
+    ways to make one mistake share a key) that matches under ``policy``
     (:data:`EVERY_CASE`, :data:`ANY_CASE`, or :data:`FIRST_WRONG`, which needs the ``right``
     answers), or ``None``. ``same(answer, what_the_mistake_gives)`` compares; by default
     :func:`close` with ``tol``. Where a mistake does not apply to a case it gives ``None``.
@@ -249,7 +250,7 @@ def diagnose(
     elif policy not in (EVERY_CASE, ANY_CASE):
         raise ValueError(f"unknown policy {policy!r}")
     test = any if policy == ANY_CASE else all
-    for key, gives in mistakes.items():
+    for key, gives in mistakes.items() if isinstance(mistakes, Mapping) else mistakes:
         if cases and test(gives[i] is not None and same(answers[i], gives[i]) for i in cases):
             return key
     return None

@@ -23,11 +23,13 @@ from ..attention import scaled_dot_product_attention
 from ..sampling import top_k_filter, top_p_filter
 from ._core import (
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
     close,
     correct,
+    diagnose,
     exercise,
     forbid,
     not_a_tensor,
@@ -379,7 +381,9 @@ def _top_k_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, k
     tied = [r for r in range(len(kept)) if int(want_counts[r]) > k and int(counts[r]) == k]
     if tied and bool((kept <= want_kept).all()):
         return HINTS(lang, "k_ties", row=tied[0]), True
-    if any(torch.equal(kept, m) for m in _kept_top_k_mistakes(logits, k)):
+    # EVERY_CASE on this case: three ways to take a threshold that is not per row, one hint
+    not_per_row = [("k_not_per_row", [m]) for m in _kept_top_k_mistakes(logits, k)]
+    if diagnose([kept], not_per_row, EVERY_CASE, same=torch.equal):
         return HINTS(lang, "k_not_per_row", k=k), True
     wrong_rows = [r for r in range(len(kept)) if int(counts[r]) != int(want_counts[r])]
     if wrong_rows:
@@ -390,9 +394,11 @@ def _top_k_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, k
     return HINTS(lang, "k_not_largest", k=k, row=r), False
 
 
-def _first_named(diagnoses: list[tuple[Feedback, bool]], success: Feedback) -> Feedback:
-    """Every case is run first: a hint that names a mistake, from any case, wins over a fact from an
-    earlier one; ``success`` when no case failed."""
+def _named_in_any_case(diagnoses: list[tuple[Feedback, bool]], success: Feedback) -> Feedback:
+    """How the cases' diagnoses combine (the ANY_CASE policy of :func:`~._core.diagnose`, over ladders
+    of checks): every case is run first, and a hint that names a mistake, from any case, wins over a
+    fact from an earlier one, because a filter that fails only on ties, or only on one scale, shows its
+    mistake in that case alone; the first failing case's fact otherwise; ``success`` when no case failed."""
     named = [fb for fb, is_named in diagnoses if is_named]
     return (named or [fb for fb, _ in diagnoses] or [success])[0]
 
@@ -414,7 +420,7 @@ def _filter_diagnoses(lang, fn, cases, reference, mistake) -> list[tuple[Feedbac
 def check_top_k(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, k)``: logits (B, V) -> logits with all but the k largest of each row
     (and ties with the k-th) set to -inf."""
-    return _first_named(
+    return _named_in_any_case(
         _filter_diagnoses(lang, fn, _top_k_cases(), top_k_filter, _top_k_mistake),
         correct(
             lang,
@@ -464,9 +470,11 @@ def _top_p_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, p
     empty = [r for r in range(len(kept)) if int(counts[r]) == 0]
     if empty:
         return HINTS(lang, "p_empty_row", p=p_text, row=empty[0]), True
-    for key, mistake in _kept_top_p_mistakes(logits, p, want_kept).items():
-        if torch.equal(kept, mistake):
-            return HINTS(lang, key), True
+    # EVERY_CASE on this case: every case is run, and _named_in_any_case picks the case that names one
+    mistakes = {key: [mistake] for key, mistake in _kept_top_p_mistakes(logits, p, want_kept).items()}
+    key = diagnose([kept], mistakes, EVERY_CASE, same=torch.equal)
+    if key is not None:
+        return HINTS(lang, key), True
     probs = torch.softmax(logits.double(), dim=-1)
     for r in range(len(kept)):
         if bool((~kept[r]).any()) and probs[r][kept[r]].min() < probs[r][~kept[r]].max():
@@ -484,7 +492,7 @@ def _top_p_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, p
 def check_top_p(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, p)``: logits (B, V) -> logits where, in each row, only the smallest set of
     most likely tokens whose probability reaches p stays; the rest are -inf."""
-    return _first_named(
+    return _named_in_any_case(
         _filter_diagnoses(lang, fn, _top_p_cases(), top_p_filter, _top_p_mistake),
         correct(
             lang,
@@ -514,6 +522,25 @@ def _attend(q: Tensor, keys: Tensor, values: Tensor, allowed: Tensor | None, sca
     if allowed is not None:
         scores = scores.masked_fill(~allowed, NEG_INF)
     return torch.softmax(scores, dim=-1) @ values
+
+
+def _cache_mistakes(q: Tensor, k: Tensor, v: Tensor, keys: Tensor, values: Tensor, S: int) -> dict[str, list[Tensor]]:
+    """The output (B, H, T, Dh) each typical mistake gives, where it differs from the right one: ``keys``
+    and ``values`` (B, H, S + T, Dh) are the right caches, ``k`` and ``v`` the new tokens' alone."""
+    B, H, T, Dh = q.shape
+    L = S + T
+    causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
+    mistakes = {"new_only": scaled_dot_product_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())[0]}
+    if T > 1:  # one new token sees everything anyway
+        mistakes["no_causal"] = scaled_dot_product_attention(q, keys, values)[0]
+    if S:  # without a cache the mask needs no shift
+        mistakes["unshifted"] = scaled_dot_product_attention(
+            q, keys, values, torch.ones(T, L, dtype=torch.bool).tril()
+        )[0]
+    for scale, key in [(1.0, "no_scale"), (math.sqrt(L), "scale_length"), (math.sqrt(H * Dh), "scale_width")]:
+        if scale != math.sqrt(Dh):
+            mistakes[key] = _attend(q, keys, values, causal, scale)
+    return {key: [out] for key, out in mistakes.items()}
 
 
 def _cache_step(
@@ -555,16 +582,10 @@ def _cache_step(
     causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
     if close(out, scaled_dot_product_attention(q, want_k, want_v, causal)[0], atol=1e-5):
         return None
-    if close(out, scaled_dot_product_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())[0], atol=1e-5):
-        return HINTS(lang, "new_only"), True
-    if T > 1 and close(out, scaled_dot_product_attention(q, want_k, want_v)[0], atol=1e-5):
-        return HINTS(lang, "no_causal"), True
-    unshifted = torch.ones(T, L, dtype=torch.bool).tril()
-    if S and close(out, scaled_dot_product_attention(q, want_k, want_v, unshifted)[0], atol=1e-5):
-        return HINTS(lang, "unshifted"), True
-    for scale, key in [(1.0, "no_scale"), (math.sqrt(L), "scale_length"), (math.sqrt(H * Dh), "scale_width")]:
-        if scale != math.sqrt(Dh) and close(out, _attend(q, want_k, want_v, causal, scale), atol=1e-5):
-            return HINTS(lang, key), True
+    # EVERY_CASE on this case: every case is run, and _named_in_any_case picks the case that names one
+    key = diagnose([out], _cache_mistakes(q, k, v, want_k, want_v, S), EVERY_CASE, atol=1e-5)
+    if key is not None:
+        return HINTS(lang, key), True
     return HINTS(lang, "attention_values", S=S, T=T), False
 
 
@@ -579,7 +600,7 @@ def check_cached_attention(fn, lang: str | None = None) -> Feedback:
         diagnosis = _cache_step(lang, got, q, k, v, k_cache, v_cache)
         if diagnosis is not None:
             diagnoses.append(diagnosis)
-    return _first_named(
+    return _named_in_any_case(
         diagnoses,
         correct(
             lang,

@@ -10,6 +10,7 @@ The worked solutions are in the answer key :mod:`.solutions.nb10`.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..i18n import tr
 from ..kv_cache import AttentionCache
 from ._core import (
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     ForbiddenTool,
     Hints,
@@ -30,6 +32,7 @@ from ._core import (
     attempt,
     close,
     correct,
+    diagnose,
     dtype_name,
     exercise,
     forbid,
@@ -368,9 +371,10 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
         got = _float_answer(lang, _run(lang, rope, (x.clone(), base), _ROPE_TOOLS, _ROPE_WHY), expected)
         if close(got, expected, atol=1e-4):
             continue
-        for wrong, key in wrongs:
-            if close(got, wrong, atol=1e-4):
-                return HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        key = diagnose([got], [(key, [wrong]) for wrong, key in wrongs], EVERY_CASE, atol=1e-4)
+        if key is not None:
+            return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
             return HINTS(lang, "nan")
         return HINTS(lang, "rope_other")
@@ -439,9 +443,10 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
         ((F.silu(gate) + up) @ W_down, "swiglu_sum"),
         (F.silu(gate * up) @ W_down, "swiglu_late_silu"),
     ]
-    for wrong, key in wrongs:
-        if close(got, wrong, atol=1e-3):
-            return HINTS(lang, key)
+    # EVERY_CASE: one case (the first shape), so the answer is the mistake's output there
+    key = diagnose([got], [(key, [wrong]) for wrong, key in wrongs], EVERY_CASE, atol=1e-3)
+    if key is not None:
+        return HINTS(lang, key)
     if not bool(torch.isfinite(got).all()):
         return HINTS(lang, "nan")
     return HINTS(lang, "swiglu_other")
@@ -612,9 +617,12 @@ def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: 
             (_online_variant(scores, block, "missing"), "online_missing_block"),
             (torch.exp(scores - scores.amax(dim=-1, keepdim=True)), "online_unnormalised"),
         ]
-        for wrong, key in wrongs:
-            if not close(wrong, expected) and close(got, wrong):
-                return HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        # (a mistake that gives the right answer on this case cannot be the one)
+        bank = [(key, [wrong]) for wrong, key in wrongs if not close(wrong, expected)]
+        key = diagnose([got], bank, EVERY_CASE)
+        if key is not None:
+            return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
             if scores.max() > 100:
                 return HINTS(lang, "online_overflow")
@@ -696,7 +704,8 @@ def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | 
         ([batch for _ in filled], "offset_batch"),
         ([kv_heads for _ in filled], "offset_heads"),
     ]
-    for wrong, key in wrongs:
-        if got == wrong:
-            return HINTS(lang, key)
+    # EVERY_CASE: each mistake is a rule for the offset, and it must give every number returned
+    key = diagnose(got, [(key, wrong) for wrong, key in wrongs], EVERY_CASE, same=operator.eq)
+    if key is not None:
+        return HINTS(lang, key)
     return HINTS(lang, "offset_other", expected=_words(lang, expected), got=_words(lang, got))

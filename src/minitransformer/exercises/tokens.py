@@ -10,12 +10,13 @@ The worked solutions are in the answer key :mod:`.solutions.nb11`.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..tokenizer import BYTE_ID, count_pairs, merge, pretokenize, train_bpe
-from ._core import Feedback, Hints, Unfinished, attempt, correct, exercise, stop, type_name
+from ._core import EVERY_CASE, Feedback, Hints, Unfinished, attempt, correct, diagnose, exercise, stop, type_name
 
 __all__ = [
     "HINTS",
@@ -223,9 +224,18 @@ def _answers(cases: list[Any], answer: Callable[[Any], Any], right: Callable[[An
     return out
 
 
-def _explains(model: Callable[[Any], Any], cases: list[Any], answers: list[Any]) -> bool:
-    """Whether a mistake gives every answer the student gave (a model may return None: it does not apply)."""
-    return all(got == model(case) for case, got in zip(cases, answers))
+def _named(answers: list[Any], cases: list[Any], mistakes: list[tuple[Callable[..., Any], str]]) -> tuple | None:
+    """The first mistake ``(program, key)`` whose program gives every answer the student gave, on the cases
+    the answers reached (a program returns None where it does not apply); two programs may share a key.
+    A case that is a tuple is the program's arguments; otherwise the program takes the case itself."""
+    reached = cases[: len(answers)]
+    bank = {
+        i: [model(*case) if isinstance(case, tuple) else model(case) for case in reached]
+        for i, (model, _) in enumerate(mistakes)
+    }
+    # EVERY_CASE: each program is a whole way of solving it wrong, and it must explain every answer
+    found = diagnose(answers, bank, EVERY_CASE, same=operator.eq)
+    return None if found is None else mistakes[found]
 
 
 def _quoted(lang: str, text: str | bytes) -> str:
@@ -316,12 +326,13 @@ def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -
         )
     words, got = next((w, g) for w, g in zip(cases, answers) if g != right(w))
     want, shown = right(words), _short(words, 70)
-    for model, key in _COUNT_MISTAKES:
-        if _explains(model, cases, answers):
-            wrong = model(words)
-            pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
-            extra = next((p for p in wrong if p not in want), pair)
-            raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
+    named = _named(answers, cases, _COUNT_MISTAKES)
+    if named is not None:
+        model, key = named
+        wrong = model(words)
+        pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
+        extra = next((p for p in wrong if p not in want), pair)
+        raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
     raise stop(HINTS(lang, "counts", words=shown, got=_short(got, 70)))
 
 
@@ -423,9 +434,9 @@ def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None
         )
     (ids, pair, new), got = next((c, g) for c, g in zip(cases, answers) if g != merge(*c))
     where = dict(ids=_short(ids, 60), pair=pair, new_id=new)
-    for model, key in _MERGE_MISTAKES:
-        if _explains(lambda case, model=model: model(*case), cases, answers):
-            raise stop(HINTS(lang, key, **where))
+    named = _named(answers, cases, _MERGE_MISTAKES)
+    if named is not None:
+        raise stop(HINTS(lang, named[1], **where))
 
     def other_id(case: tuple[Ids, tuple[int, int], int], got: Ids) -> bool:  # right, but for the new token's id
         want = merge(*case)
@@ -526,9 +537,9 @@ def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> F
         )
     (word, merges), got = next((c, g) for c, g in zip(cases, answers) if g != right(c))
     where = dict(word_es=_quoted("es", word), word_en=_quoted("en", word), n=len(merges))
-    for model, key in _ENCODE_MISTAKES:
-        if _explains(lambda case, model=model: model(*case), cases, answers):
-            if key == "code_points":
-                where["n"] = len(word.encode("utf-8"))
-            raise stop(HINTS(lang, key, **where))
+    named = _named(answers, cases, _ENCODE_MISTAKES)
+    if named is not None:
+        if named[1] == "code_points":
+            where["n"] = len(word.encode("utf-8"))
+        raise stop(HINTS(lang, named[1], **where))
     raise stop(HINTS(lang, "encode_wrong", got=_short(got, 60), **where))
