@@ -5,8 +5,10 @@ a worked solution for every exercise that its checker accepts."""
 from __future__ import annotations
 
 import ast
+import importlib
 import io
 import re
+import string
 import tokenize
 from pathlib import Path
 
@@ -388,3 +390,41 @@ def test_every_exercise_cell_of_the_notebooks_is_registered_with_its_stub():
             assert solution == f"solution_{stub}", (source.name, check, stub)
             seen.add(name)
     assert seen == set(EXERCISES)
+
+
+# --------------------------------------------------------------------------- hints
+
+
+def _hint_tables():
+    """Every hint table: the core's, and each checker module's HINTS (one per module that has checkers)."""
+    from minitransformer.exercises._core import CORE_HINTS, Hints
+
+    tables = {"_core": CORE_HINTS}
+    for name in sorted({check.__module__ for check, _ in EXERCISES.values()}):
+        module = importlib.import_module(name)
+        assert isinstance(getattr(module, "HINTS", None), Hints), f"{name} has no keyed HINTS table"
+        tables[name.rpartition(".")[2]] = module.HINTS
+    return tables
+
+
+HINT_KEYS = [(module, key) for module, table in _hint_tables().items() for key in table]
+
+
+@pytest.mark.parametrize("module,key", HINT_KEYS, ids=[f"{m}.{k}" for m, k in HINT_KEYS])
+def test_every_hint_renders_in_both_languages(module, key):
+    """Each hint formats with its fields filled (a missing one would raise), is not empty, carries its key,
+    and is written in each language."""
+    table = _hint_tables()[module]
+    es, en = table[key]
+    fields = {
+        name: "X"
+        for text in (es, en)
+        for _, name, _, _ in string.Formatter().parse(text)
+        if name  # a {field}; literal text and {{escaped}} braces give none
+    }
+    shown = {lang: table(lang, key, **fields) for lang in LANGS}
+    for lang, fb in shown.items():
+        assert not fb.ok and fb.hint == key
+        assert fb.message.startswith(NOT_YET[lang]) and len(fb.message) > len(NOT_YET[lang]) + 5
+    assert shown["es"].message != shown["en"].message
+    assert es != en, f"{module}.{key}: the Spanish hint is the English one"
