@@ -280,19 +280,8 @@ HINTS = Hints(
     }
 )
 
-_SOFTMAX = (
-    "torch.softmax",
-    "torch.Tensor.softmax",
-    "torch.nn.functional.softmax",
-    "torch.special.softmax",
-    "torch.nn.Softmax.forward",
-    "torch._softmax",
-    "torch.log_softmax",
-    "torch.Tensor.log_softmax",
-    "torch.nn.functional.log_softmax",
-    "torch.special.log_softmax",
-    "torch.nn.LogSoftmax.forward",
-)
+
+# ---- shared by the exercises below ---------------------------------------------------------------
 
 
 def _cases(seed: int, *shapes: tuple[int, ...]) -> list[Tensor]:
@@ -310,7 +299,22 @@ def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
         raise stop(Feedback(False, said, "batched")) from None
 
 
-# --------------------------------------------------------------------------- notebook 01
+# ---- 01.softmax ----------------------------------------------------------------------------------
+
+
+_SOFTMAX = (
+    "torch.softmax",
+    "torch.Tensor.softmax",
+    "torch.nn.functional.softmax",
+    "torch.special.softmax",
+    "torch.nn.Softmax.forward",
+    "torch._softmax",
+    "torch.log_softmax",
+    "torch.Tensor.log_softmax",
+    "torch.nn.functional.log_softmax",
+    "torch.special.log_softmax",
+    "torch.nn.LogSoftmax.forward",
+)
 
 
 @exercise("01.softmax")
@@ -368,6 +372,9 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
     )
 
 
+# ---- 01.attention_weights ------------------------------------------------------------------------
+
+
 @exercise("01.attention_weights")
 def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the attention weights softmax(q kᵀ / √d_k).
@@ -406,6 +413,9 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
         key = diagnose([got], {"scale_shape_index": [torch.softmax(rawb / math.sqrt(4), dim=-1)]}, EVERY_CASE)
         return HINTS(lang, key or "batched")
     return correct(lang, "Cada fila reparte 1 entre las claves.", "Each row shares 1 among the keys.")
+
+
+# ---- 01.self_attention ---------------------------------------------------------------------------
 
 
 @exercise("01.self_attention")
@@ -463,7 +473,7 @@ def check_self_attention(
     )
 
 
-# --------------------------------------------------------------------------- notebook 02
+# ---- 02.split_heads ------------------------------------------------------------------------------
 
 
 @exercise("02.split_heads")
@@ -494,6 +504,9 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | 
         "Las cabezas son solo otra forma de mirar las mismas columnas: no hay copia de datos.",
         "Heads are just another way of looking at the same columns: no data is copied.",
     )
+
+
+# ---- 02.masked_attention -------------------------------------------------------------------------
 
 
 def _naive(q: Tensor, k: Tensor, mask: Tensor | None, scale: float, dim: int = -1) -> Tensor:
@@ -574,6 +587,9 @@ def check_masked_attention(
         "Las filas sin claves permitidas dan ceros, sin NaN.",
         "Rows with no allowed key give zeros, no NaN.",
     )
+
+
+# ---- 02.decoder_mask -----------------------------------------------------------------------------
 
 
 def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:

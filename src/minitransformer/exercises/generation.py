@@ -44,12 +44,6 @@ __all__ = [
     "check_cached_attention",
 ]
 
-NEG_INF = float("-inf")
-
-
-# ---------------------------------------------------------------------------------------
-# Hints: each one follows from one check
-# ---------------------------------------------------------------------------------------
 
 HINTS = Hints(
     {
@@ -262,6 +256,12 @@ HINTS = Hints(
     }
 )
 
+
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+NEG_INF = float("-inf")
+
+
 # The package's filters and transformers' warpers do the exercise: switched off while the student's code runs.
 _FILTERS = [
     ("minitransformer.sampling.top_k_filter", "top_k_filter"),
@@ -278,11 +278,6 @@ _WHY = (
     "el ejercicio es escribir el filtro tú, con operaciones de PyTorch (`sort`, `topk`, `cumsum`, `masked_fill`, …).",
     "the exercise is to write the filter yourself, with PyTorch operations (`sort`, `topk`, `cumsum`, `masked_fill`, …).",
 )
-
-
-# ---------------------------------------------------------------------------------------
-# Shared checks of what a filter returns
-# ---------------------------------------------------------------------------------------
 
 
 def _run_filter(lang: str, fn: Any, logits: Tensor, arg: float) -> Tensor:
@@ -339,9 +334,7 @@ def _kept(lang: str, got: Tensor, logits: Tensor, want: Tensor) -> Tensor:
     raise stop(HINTS(lang, "magic_fill" if value < -1e4 else "finite_removed", value=num(lang, value)))
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 1: top-k
-# ---------------------------------------------------------------------------------------
+# ---- 09.top_k ------------------------------------------------------------------------------------
 
 
 def _top_k_cases() -> list[tuple[Tensor, int]]:
@@ -430,9 +423,7 @@ def check_top_k(fn, lang: str | None = None) -> Feedback:
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 2: top-p
-# ---------------------------------------------------------------------------------------
+# ---- 09.top_p ------------------------------------------------------------------------------------
 
 
 def _top_p_cases() -> list[tuple[Tensor, float]]:
@@ -502,9 +493,7 @@ def check_top_p(fn, lang: str | None = None) -> Feedback:
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 3: one attention step with a cache
-# ---------------------------------------------------------------------------------------
+# ---- 09.cached_attention -------------------------------------------------------------------------
 
 
 def _attention_cases() -> list[tuple[Tensor, ...]]:

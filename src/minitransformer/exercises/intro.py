@@ -72,12 +72,18 @@ HINTS = Hints(
 )
 
 
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
 def _shape(x: Any) -> tuple[int, ...] | None:
     try:
         shape = tuple(int(d) for d in x)
     except (TypeError, ValueError):
         return None
     return shape
+
+
+# ---- 00.attention_shapes -------------------------------------------------------------------------
 
 
 @exercise("00.attention_shapes")
@@ -128,6 +134,9 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
         "Cada mapa tiene una fila por consulta y una columna por clave.",
         "Each map has one row per query and one column per key.",
     )
+
+
+# ---- 00.mha_parameters ---------------------------------------------------------------------------
 
 
 @exercise("00.mha_parameters")

@@ -131,6 +131,9 @@ HINTS = Hints(
 )
 
 
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
 def _not_finite(got, x: Tensor) -> bool:
     """A float tensor of ``x``'s shape holding inf or NaN: the ε the statement asks for is missing."""
     return (
@@ -171,6 +174,9 @@ def _run(lang: str, fn: Callable[..., Tensor], tools: tuple[str, ...], *args):
         "variance, square root).",
     ):
         return attempt(lang, fn, *args)
+
+
+# ---- 04.layer_norm -------------------------------------------------------------------------------
 
 
 def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str, Tensor]:
@@ -218,6 +224,9 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None)
     )
 
 
+# ---- 04.sublayer_connection ----------------------------------------------------------------------
+
+
 @exercise("04.sublayer_connection")
 def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``sublayer_connection(x, sublayer, norm)`` = norm(x + sublayer(x)) (post-LN).
@@ -251,6 +260,9 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
         }
     # EVERY_CASE: one case, so the answer is the mistake's output there
     return HINTS(lang, diagnose([got], mistakes, EVERY_CASE, **_TOL) or "post_wrong")
+
+
+# ---- 04.rms_norm ---------------------------------------------------------------------------------
 
 
 def _rms_norm_mistakes(x: Tensor, gamma: Tensor, eps: float) -> dict[str, Tensor]:

@@ -150,7 +150,7 @@ HINTS = Hints(
 )
 
 
-# ---- exercise 1: embeddings × √d_model + positional encoding --------------------------------------
+# ---- 06.embed ------------------------------------------------------------------------------------
 
 
 def _embedding_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
@@ -207,7 +207,8 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
     )
 
 
-# ---- exercise 2: parameters of a tied Transformer ---------------------------------------------------
+# ---- 06.model_params -----------------------------------------------------------------------------
+
 
 _PARAM_CASES = ((37000, 512, 2048, 6, False), (100, 16, 64, 3, True), (50, 24, 40, 3, False), (1000, 64, 256, 1, True))
 
@@ -301,7 +302,7 @@ def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str 
     )
 
 
-# ---- exercise 3: output projection and softmax ------------------------------------------------------
+# ---- 06.output_probabilities ---------------------------------------------------------------------
 
 
 def _output_cases() -> list[tuple[Tensor, Tensor, Tensor]]:

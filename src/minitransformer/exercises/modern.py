@@ -279,6 +279,9 @@ HINTS = Hints(
 )
 
 
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
 def _run(lang: str, fn: Callable[..., Any], args: tuple, tools: Iterable[str | tuple[str, str]], why: tuple[str, str]):
     """The student's answer with the ``tools`` the statement forbids switched off (``why``: the reason);
     using one stops the check with this notebook's hint, which names the tool."""
@@ -312,7 +315,7 @@ def _float_answer(lang: str, got: Any, expected: Tensor) -> Tensor:
     return got.float()
 
 
-# --- exercise 1: RoPE by pairs ----------------------------------------------------------
+# ---- 10.rope -------------------------------------------------------------------------------------
 
 
 def _rope_with(
@@ -385,7 +388,7 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
     )
 
 
-# --- exercise 2: SwiGLU -----------------------------------------------------------------
+# ---- 10.swiglu -----------------------------------------------------------------------------------
 
 
 _SILU_TOOLS = ("torch.nn.functional.silu", "torch.silu", "torch.nn.SiLU.forward")
@@ -452,7 +455,7 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
     return HINTS(lang, "swiglu_other")
 
 
-# --- exercise 3: the online softmax -----------------------------------------------------
+# ---- 10.online_softmax ---------------------------------------------------------------------------
 
 
 def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
@@ -641,7 +644,7 @@ def _words(lang: str, numbers: list[int]) -> str:
     return text[0] if len(text) == 1 else ", ".join(text[:-1]) + tr(lang, " y ", " and ") + text[-1]
 
 
-# --- exercise 4: RoPE's offset under a cache -------------------------------------------
+# ---- 10.rope_offset ------------------------------------------------------------------------------
 
 
 def _filled_cache(stored: int, capacity: int, batch: int = 3, kv_heads: int = 2, d_head: int = 4) -> AttentionCache:

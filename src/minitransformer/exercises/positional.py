@@ -147,6 +147,9 @@ HINTS = Hints(
 )
 
 
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
 def _tensor(lang: str, x: Any) -> Tensor:
     x = tensor(lang, x)
     if x.is_floating_point() and not torch.isfinite(x).all():
@@ -156,6 +159,9 @@ def _tensor(lang: str, x: Any) -> Tensor:
 
 def _close(a: Tensor, b: Tensor, atol: float = 1e-4) -> bool:
     return close(a, b, atol=atol, rtol=0.0)
+
+
+# ---- 03.sinusoidal -------------------------------------------------------------------------------
 
 
 def _table(max_len: int, d_model: int, exponent: Tensor, positions: Tensor, layout: str) -> Tensor:
@@ -223,6 +229,9 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
     )
 
 
+# ---- 03.interleaved_to_concat --------------------------------------------------------------------
+
+
 @exercise("03.interleaved_to_concat")
 def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the column order that turns the interleaved layout into the concatenated one.
@@ -251,6 +260,9 @@ def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str 
         "Las dos disposiciones guardan los mismos números en otro orden de columnas.",
         "The two layouts hold the same numbers in a different column order.",
     )
+
+
+# ---- 03.shift_matrix_concat ----------------------------------------------------------------------
 
 
 def _omega(d_model: int) -> Tensor:

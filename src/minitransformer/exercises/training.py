@@ -192,6 +192,7 @@ HINTS = Hints(
 
 # ---- 07.noam_lr ----------------------------------------------------------------------------------
 
+
 _NOAM_CASES = [
     (1, 512, 4000),
     (100, 512, 4000),
@@ -249,6 +250,7 @@ def check_noam_lr(fn: Callable[[int, int, int], float], lang: str | None = None)
 
 # ---- 07.shift_targets ----------------------------------------------------------------------------
 
+
 _TARGET_CASES = [([7, 8, 9], 1, 2), ([5], 1, 2), ([4, 4, 6, 10], 3, 9)]
 
 
@@ -303,6 +305,7 @@ def check_shift_targets(fn: Callable[[list[int], int, int], Any], lang: str | No
 
 
 # ---- 07.smoothed_targets -------------------------------------------------------------------------
+
 
 # Several (ε, V) pairs, and targets that do not reach the last id: a hard-coded ε or V, or a
 # one-hot whose width comes from the targets instead of V, all show.
