@@ -19,7 +19,6 @@ from ..attention import scaled_dot_product_attention
 from ..i18n import tr
 from ..model import target_mask
 from ._core import (
-    ANY_CASE,
     COMMON_HINTS,
     EVERY_CASE,
     Feedback,
@@ -317,6 +316,16 @@ _SOFTMAX = (
 )
 
 
+def _softmax_mistakes(x: Tensor) -> dict[str, list[Tensor]]:
+    """What each typical mistake gives on the scores ``x`` (T, S)."""
+    e = x.exp()
+    return {
+        "wrong_axis": [torch.softmax(x, dim=-2)],
+        "softmax_global_sum": [e / e.sum()],
+        "softmax_no_normalise": [e],
+    }
+
+
 @exercise("01.softmax")
 def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: softmax over the last axis with ``torch.exp``, numerically stable.
@@ -341,17 +350,8 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
     x = 3 * x
     got = run(x)
     if not close(got, torch.softmax(x, dim=-1)):
-        e = x.exp()
         # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose(
-            [got],
-            {
-                "wrong_axis": [torch.softmax(x, dim=-2)],
-                "softmax_global_sum": [e / e.sum()],
-                "softmax_no_normalise": [e],
-            },
-            EVERY_CASE,
-        )
+        key = diagnose([got], _softmax_mistakes(x), EVERY_CASE)
         if key is None and not close(got.double().sum(-1), torch.ones(3), atol=1e-4):
             key = "softmax_no_normalise"
         return HINTS(lang, key or "wrong_values")
@@ -375,6 +375,19 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
 # ---- 01.attention_weights ------------------------------------------------------------------------
 
 
+def _weights_mistakes(raw: Tensor, d_k: int) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives from the unscaled scores ``raw`` (T, S); two lengths to scale by
+    (T or S) are one mistake."""
+    T, S = raw.shape
+    return [
+        ("no_scale", [torch.softmax(raw, dim=-1)]),
+        ("scale_d_k", [torch.softmax(raw / d_k, dim=-1)]),
+        ("scale_length", [torch.softmax(raw / math.sqrt(T), dim=-1)]),
+        ("wrong_axis", [torch.softmax(raw / math.sqrt(d_k), dim=-2)]),
+        ("scale_length", [torch.softmax(raw / math.sqrt(S), dim=-1)]),
+    ]
+
+
 @exercise("01.attention_weights")
 def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the attention weights softmax(q kᵀ / √d_k).
@@ -392,18 +405,7 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
         # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose(
-            [got],
-            {
-                "no_scale": [torch.softmax(raw, dim=-1)],
-                "scale_d_k": [torch.softmax(raw / 8, dim=-1)],
-                "scale_length": [torch.softmax(raw / math.sqrt(3), dim=-1)],
-                "wrong_axis": [torch.softmax(raw / math.sqrt(8), dim=-2)],
-            },
-            EVERY_CASE,
-        )
-        if key is None and close(got, torch.softmax(raw / math.sqrt(5), dim=-1)):
-            key = "scale_length"
+        key = diagnose([got], _weights_mistakes(raw, d_k=8), EVERY_CASE)
         return HINTS(lang, key or "wrong_values")
     qb, kb = _cases(4, (2, 4, 6), (2, 7, 6))  # B = 2, T = 4, S = 7, d_k = 6
     rawb = qb @ kb.transpose(-2, -1)  # (B, T, S)
@@ -416,6 +418,27 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
 
 
 # ---- 01.self_attention ---------------------------------------------------------------------------
+
+
+def _self_attention_mistakes(x: Tensor, raw: Tensor, V: Tensor) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives, from x (T, d_model), the unscaled scores Q Kᵀ ``raw`` (T, T)
+    and the values V (T, d_v); T = 5, d_model = 7, d_k = 3, d_v = 2."""
+
+    def attn(scores: Tensor, values: Tensor = V, dim: int = -1) -> Tensor:
+        return torch.softmax(scores, dim=dim) @ values
+
+    xx = x @ x.T  # (T, T): the scores without projections
+    return [
+        ("scale_d_model", [attn(raw / math.sqrt(7))]),
+        ("scale_length", [attn(raw / math.sqrt(5))]),
+        ("scale_d_v", [attn(raw / math.sqrt(2))]),
+        ("no_scale", [attn(raw)]),
+        ("scale_d_k", [attn(raw / 3)]),
+        ("wrong_axis", [attn(raw / math.sqrt(3), dim=-2)]),
+        ("swapped_qk", [attn(raw.T / math.sqrt(3))]),
+        ("no_projection", [attn(xx / math.sqrt(3))]),
+        ("no_projection", [attn(xx / math.sqrt(7))]),
+    ]
 
 
 @exercise("01.self_attention")
@@ -445,26 +468,9 @@ def check_self_attention(
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose(
-            [got],
-            {
-                "scale_d_model": [attn(raw / math.sqrt(7))],
-                "scale_length": [attn(raw / math.sqrt(5))],
-                "scale_d_v": [attn(raw / math.sqrt(2))],
-                "no_scale": [attn(raw)],
-                "scale_d_k": [attn(raw / 3)],
-                "wrong_axis": [attn(raw / math.sqrt(3), dim=-2)],
-                "swapped_qk": [attn(raw.T / math.sqrt(3))],
-            },
-            EVERY_CASE,
-        )
-        if key is None:
-            xx = x @ x.T
-            # ANY_CASE: one answer, two ways to skip the projections (scaled by √d_k or by √d_model):
-            # either one names the mistake
-            twice = [attn(xx / math.sqrt(3)), attn(xx / math.sqrt(7))]
-            key = diagnose([got, got], {"no_projection": twice}, ANY_CASE)
+        # EVERY_CASE: one case, so the answer is the mistake's output there (the bank holds two ways to
+        # skip the projections, scaled by √d_k or by √d_model: either one names the mistake)
+        key = diagnose([got], _self_attention_mistakes(x, raw, V), EVERY_CASE)
         return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -474,6 +480,16 @@ def check_self_attention(
 
 
 # ---- 02.split_heads ------------------------------------------------------------------------------
+
+
+def _heads_mistakes(x: Tensor, H: int) -> dict[str, list[Tensor]]:
+    """What each typical mistake gives from x (B, T, D), as (B, H, T, Dh)."""
+    B, T, D = x.shape
+    Dh = D // H
+    return {
+        "heads_direct_view": [x.reshape(B, H, T, Dh)],
+        "heads_interleaved": [x.view(B, T, Dh, H).permute(0, 3, 1, 2)],
+    }
 
 
 @exercise("02.split_heads")
@@ -489,15 +505,8 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | 
         if got.shape != want.shape:
             return wrong_shape(lang, got, tuple(want.shape))
         if not close(got, want, atol=0.0, rtol=0.0):
-            # EVERY_CASE: one case, so the answer is the mistake's output there
-            key = diagnose(
-                [got],
-                {
-                    "heads_direct_view": [x.reshape(B, H, T, Dh)],
-                    "heads_interleaved": [x.view(B, T, Dh, H).permute(0, 3, 1, 2)],
-                },
-                EVERY_CASE,
-            )
+            # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+            key = diagnose([got], _heads_mistakes(x, H), EVERY_CASE)
             return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -514,6 +523,20 @@ def _naive(q: Tensor, k: Tensor, mask: Tensor | None, scale: float, dim: int = -
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.nan_to_num(torch.softmax(scores, dim=dim))  # NaN counts as 0: a mistake may lack the guard
+
+
+def _masked_mistakes(q: Tensor, k: Tensor, mask: Tensor) -> dict[str, list[Tensor]]:
+    """The weights (B, H, T, S) each typical mistake gives."""
+    H, Dh = q.size(1), q.size(-1)
+    sq = math.sqrt(Dh)
+    return {
+        "mask_inverted": [_naive(q, k, ~mask, sq)],
+        "mask_ignored": [_naive(q, k, None, sq)],
+        "scale_d_model_heads": [_naive(q, k, mask, math.sqrt(H * Dh))],
+        "no_scale": [_naive(q, k, mask, 1.0)],
+        "scale_d_k": [_naive(q, k, mask, float(Dh))],
+        "wrong_axis": [_naive(q, k, mask, sq, dim=-2)],
+    }
 
 
 def _pair(lang: str, result: Any, want_out: Tensor, want_w: Tensor) -> tuple[Tensor, Tensor]:
@@ -550,20 +573,8 @@ def check_masked_attention(
     result = attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), mask.clone())
     out, w = _pair(lang, result, want_out, want_w)
     if not close(w, want_w):
-        sq = math.sqrt(Dh)
         # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose(
-            [torch.nan_to_num(w)],
-            {
-                "mask_inverted": [_naive(q, k, ~mask, sq)],
-                "mask_ignored": [_naive(q, k, None, sq)],
-                "scale_d_model_heads": [_naive(q, k, mask, math.sqrt(H * Dh))],
-                "no_scale": [_naive(q, k, mask, 1.0)],
-                "scale_d_k": [_naive(q, k, mask, float(Dh))],
-                "wrong_axis": [_naive(q, k, mask, sq, dim=-2)],
-            },
-            EVERY_CASE,
-        )
+        key = diagnose([torch.nan_to_num(w)], _masked_mistakes(q, k, mask), EVERY_CASE)
         if key is None and not torch.isfinite(w).all():
             key = "nan"
         return HINTS(lang, key or "wrong_values")
@@ -592,7 +603,8 @@ def check_masked_attention(
 # ---- 02.decoder_mask -----------------------------------------------------------------------------
 
 
-def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
+def _decoder_mask_mistakes(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
+    """What each typical mistake gives for token ids (B, T): a mask that broadcasts to (B, H, T, T)."""
     T = tokens.size(1)
     ones = torch.ones(T, T, dtype=torch.bool)
     tril = ones.tril()
@@ -635,10 +647,9 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
         except RuntimeError:
             return HINTS(lang, "mask_shape", got=tuple(got.shape))
         if not torch.equal(full, want.expand(B, H, T, T)):
-            for key, value in _decoder_candidates(tokens, pad_id).items():
-                if torch.equal(full, value.expand(B, H, T, T)):
-                    return HINTS(lang, key)
-            return HINTS(lang, "mask_wrong")
+            # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+            mistakes = {key: [m.expand(B, H, T, T)] for key, m in _decoder_mask_mistakes(tokens, pad_id).items()}
+            return HINTS(lang, diagnose([full], mistakes, EVERY_CASE, same=torch.equal) or "mask_wrong")
     return correct(
         lang,
         "Así es la máscara de la autoatención del decodificador (decoder).",

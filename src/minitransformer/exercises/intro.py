@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +11,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..model import Transformer, TransformerConfig
-from ._core import Feedback, Hints, attempt, correct, exercise
+from ._core import EVERY_CASE, Feedback, Hints, attempt, correct, diagnose, exercise
 
 __all__ = ["HINTS", "check_attention_shapes", "check_mha_parameters"]
 
@@ -139,6 +140,17 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
 # ---- 00.mha_parameters ---------------------------------------------------------------------------
 
 
+def _mha_mistakes(D: int, H: int, right: int) -> list[tuple[str, list[int]]]:
+    """What each typical mistake counts for ``MultiHeadAttention(D, H)``, whose right count is ``right``."""
+    Dh = D // H
+    per_head = [H * right, 4 * H * D * D, 4 * (D * Dh + Dh), 4 * D * Dh]  # one head's, or H times
+    return [("per_head", [n]) for n in per_head] + [
+        ("no_bias", [4 * D * D]),
+        ("three_projections", [3 * (D * D + D)]),
+        ("three_projections", [3 * D * D]),
+    ]
+
+
 @exercise("00.mha_parameters")
 def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the number of parameters of ``MultiHeadAttention(d_model, n_heads)``."""
@@ -153,16 +165,11 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = No
             return HINTS(lang, "not_int")
         if got == want:
             continue
-        Dh = D // H
-        wrong = {
-            4 * D * D: "no_bias",
-            3 * (D * D + D): "three_projections",
-            3 * D * D: "three_projections",
-        }
-        if got in (H * want, 4 * H * D * D, 4 * (D * Dh + Dh), 4 * D * Dh):
-            return HINTS(lang, "per_head")
-        key = wrong.get(got, "wrong_count")
-        return HINTS(lang, key, d=D, h=H, want=want, got=got) if key == "wrong_count" else HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        key = diagnose([got], _mha_mistakes(D, H, want), EVERY_CASE, same=operator.eq)
+        if key is not None:
+            return HINTS(lang, key)
+        return HINTS(lang, "wrong_count", d=D, h=H, want=want, got=got)
     return correct(
         lang,
         "4·(d_model² + d_model): 1 050 624 para el modelo base (d_model = 512).",

@@ -18,11 +18,13 @@ from torch import Tensor
 from ..positional import sinusoidal_encoding
 from ._core import (
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
     close,
     correct,
+    diagnose,
     dtype_name,
     exercise,
     loops_in,
@@ -217,9 +219,11 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
             return wrong_shape(lang, got, tuple(want.shape))
         if _close(got, want):
             continue
-        for key, value in _table_mistakes(max_len, d_model).items():
-            if _close(got, value):
-                return HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        mistakes = {key: [table] for key, table in _table_mistakes(max_len, d_model).items()}
+        key = diagnose([got], mistakes, EVERY_CASE, same=_close)
+        if key is not None:
+            return HINTS(lang, key)
         diff = round(float((got.double() - want).abs().max()), 4)
         return HINTS(lang, "table_wrong", diff=diff)
     return correct(
