@@ -337,6 +337,26 @@ def _rope_in_place(x: Tensor, base: float) -> Tensor:
     return out
 
 
+def _rope_mistakes(x: Tensor, base: float, right: Tensor) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives on x (T, Dh), whose right rotation is ``right``; two ways to make
+    one mistake share its key."""
+    half, other_half = right.clone(), right.clone()
+    half[:, 1::2] = x[:, 1::2]
+    other_half[:, 0::2] = x[:, 0::2]
+    mistakes = [
+        ("rope_halves", [_rope_with(x, base, halves=True)]),
+        ("rope_direction", [_rope_with(x, base, sign=-1.0)]),
+        ("rope_frequency", [_rope_with(x, base, exponent=1.0)]),
+        ("rope_frequency", [_rope_with(x, base, exponent=4.0)]),
+        ("rope_start", [_rope_with(x, base, start=1)]),
+        ("rope_identity", [x]),
+        ("rope_inplace", [_rope_in_place(x, base)]),
+    ]
+    if base != 10000.0:  # a hard-coded base only shows with another one
+        mistakes.append(("rope_base", [_rope_with(x, 10000.0)]))
+    return mistakes + [("rope_half_pair", [half]), ("rope_half_pair", [other_half])]
+
+
 _ROPE_TOOLS = (
     ("minitransformer.modern.apply_rope", "apply_rope"),
     ("minitransformer.modern.rope_cos_sin", "rope_cos_sin"),
@@ -352,30 +372,14 @@ _ROPE_WHY = (
 def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None) -> Feedback:
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
     cases = [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
-    for n, (x, base) in enumerate(cases):
+    for x, base in cases:
         T, Dh = x.shape
         expected = modern.apply_rope(x, *modern.rope_cos_sin(torch.arange(T), Dh, base), interleaved=True)
-        wrongs = [
-            (_rope_with(x, base, halves=True), "rope_halves"),
-            (_rope_with(x, base, sign=-1.0), "rope_direction"),
-            (_rope_with(x, base, exponent=1.0), "rope_frequency"),
-            (_rope_with(x, base, exponent=4.0), "rope_frequency"),
-            (_rope_with(x, base, start=1), "rope_start"),
-            (x, "rope_identity"),
-            (_rope_in_place(x, base), "rope_inplace"),
-        ]
-        if n > 0:  # the first case has base 10000: a hard-coded base only shows in the second
-            wrongs.append((_rope_with(x, 10000.0), "rope_base"))
-        half = expected.clone()
-        half[:, 1::2] = x[:, 1::2]
-        other_half = expected.clone()
-        other_half[:, 0::2] = x[:, 0::2]
-        wrongs += [(half, "rope_half_pair"), (other_half, "rope_half_pair")]
         got = _float_answer(lang, _run(lang, rope, (x.clone(), base), _ROPE_TOOLS, _ROPE_WHY), expected)
         if close(got, expected, atol=1e-4):
             continue
         # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        key = diagnose([got], [(key, [wrong]) for wrong, key in wrongs], EVERY_CASE, atol=1e-4)
+        key = diagnose([got], _rope_mistakes(x, base, expected), EVERY_CASE, atol=1e-4)
         if key is not None:
             return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
@@ -389,6 +393,20 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
 
 
 # ---- 10.swiglu -----------------------------------------------------------------------------------
+
+
+def _swiglu_mistakes(gate: Tensor, up: Tensor, W_down: Tensor) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives from x W_gate and x W_up (..., F); two ways to swap share a key."""
+    return [
+        ("swiglu_swapped", [(gate * F.silu(up)) @ W_down]),
+        ("swiglu_swapped", [(F.silu(up) * gate) @ W_down]),
+        ("swiglu_relu", [(F.relu(gate) * up) @ W_down]),
+        ("swiglu_sigmoid", [(torch.sigmoid(gate) * up) @ W_down]),
+        ("swiglu_gelu", [(F.gelu(gate) * up) @ W_down]),
+        ("swiglu_no_up", [F.silu(gate) @ W_down]),
+        ("swiglu_sum", [(F.silu(gate) + up) @ W_down]),
+        ("swiglu_late_silu", [F.silu(gate * up) @ W_down]),
+    ]
 
 
 _SILU_TOOLS = ("torch.nn.functional.silu", "torch.silu", "torch.nn.SiLU.forward")
@@ -436,18 +454,8 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
     if isinstance(got, Tensor) and got.shape == gate.shape and got.is_floating_point():
         return HINTS(lang, "swiglu_no_down")
     got = _float_answer(lang, got, expected)
-    wrongs = [
-        ((gate * F.silu(up)) @ W_down, "swiglu_swapped"),
-        ((F.silu(up) * gate) @ W_down, "swiglu_swapped"),
-        ((F.relu(gate) * up) @ W_down, "swiglu_relu"),
-        ((torch.sigmoid(gate) * up) @ W_down, "swiglu_sigmoid"),
-        ((F.gelu(gate) * up) @ W_down, "swiglu_gelu"),
-        (F.silu(gate) @ W_down, "swiglu_no_up"),
-        ((F.silu(gate) + up) @ W_down, "swiglu_sum"),
-        (F.silu(gate * up) @ W_down, "swiglu_late_silu"),
-    ]
     # EVERY_CASE: one case (the first shape), so the answer is the mistake's output there
-    key = diagnose([got], [(key, [wrong]) for wrong, key in wrongs], EVERY_CASE, atol=1e-3)
+    key = diagnose([got], _swiglu_mistakes(gate, up, W_down), EVERY_CASE, atol=1e-3)
     if key is not None:
         return HINTS(lang, key)
     if not bool(torch.isfinite(got).all()):
@@ -475,6 +483,20 @@ def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
             l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(dim=-1, keepdim=True)
         m = m_new
     return torch.exp(scores - m) / l
+
+
+def _online_mistakes(scores: Tensor, block: int, right: Tensor) -> dict[str, list[Tensor]]:
+    """What each typical mistake gives on ``scores`` (..., S) read ``block`` columns at a time, leaving out
+    those that give the ``right`` answer on this case (there they cannot be the mistake)."""
+    mistakes = {
+        "online_zero_start": _online_variant(scores, block, "zero_start"),
+        "online_no_rescale": _online_variant(scores, block, "no_rescale"),
+        "online_inverted": _online_variant(scores, block, "inverted"),
+        "online_per_block": torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1),
+        "online_missing_block": _online_variant(scores, block, "missing"),
+        "online_unnormalised": torch.exp(scores - scores.amax(dim=-1, keepdim=True)),
+    }
+    return {key: [wrong] for key, wrong in mistakes.items() if not close(wrong, right)}
 
 
 _SOFTMAX_TOOLS = (
@@ -612,18 +634,8 @@ def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: 
             )
         if close(got, expected):
             continue
-        wrongs = [
-            (_online_variant(scores, block, "zero_start"), "online_zero_start"),
-            (_online_variant(scores, block, "no_rescale"), "online_no_rescale"),
-            (_online_variant(scores, block, "inverted"), "online_inverted"),
-            (torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1), "online_per_block"),
-            (_online_variant(scores, block, "missing"), "online_missing_block"),
-            (torch.exp(scores - scores.amax(dim=-1, keepdim=True)), "online_unnormalised"),
-        ]
         # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        # (a mistake that gives the right answer on this case cannot be the one)
-        bank = [(key, [wrong]) for wrong, key in wrongs if not close(wrong, expected)]
-        key = diagnose([got], bank, EVERY_CASE)
+        key = diagnose([got], _online_mistakes(scores, block, expected), EVERY_CASE)
         if key is not None:
             return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
@@ -645,6 +657,19 @@ def _words(lang: str, numbers: list[int]) -> str:
 
 
 # ---- 10.rope_offset ------------------------------------------------------------------------------
+
+
+def _offset_mistakes(filled: list[tuple[int, int]], batch: int, kv_heads: int) -> dict[str, list[int]]:
+    """The offset each typical mistake gives for caches holding S of C positions, ``filled`` = [(S, C), ...]."""
+    return {
+        "offset_zero": [0 for _ in filled],
+        "offset_capacity": [c for _, c in filled],
+        "offset_plus_one": [s + 1 for s, _ in filled],
+        "offset_minus_one": [s - 1 for s, _ in filled],
+        "offset_room": [c - s for s, c in filled],
+        "offset_batch": [batch for _ in filled],
+        "offset_heads": [kv_heads for _ in filled],
+    }
 
 
 def _filled_cache(stored: int, capacity: int, batch: int = 3, kv_heads: int = 2, d_head: int = 4) -> AttentionCache:
@@ -698,17 +723,8 @@ def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | 
             )
         got, expected = got + [empty], expected + [0]
         filled = filled + [(0, 6)]
-    wrongs = [
-        ([0 for _ in filled], "offset_zero"),
-        ([c for _, c in filled], "offset_capacity"),
-        ([s + 1 for s, _ in filled], "offset_plus_one"),
-        ([s - 1 for s, _ in filled], "offset_minus_one"),
-        ([c - s for s, c in filled], "offset_room"),
-        ([batch for _ in filled], "offset_batch"),
-        ([kv_heads for _ in filled], "offset_heads"),
-    ]
     # EVERY_CASE: each mistake is a rule for the offset, and it must give every number returned
-    key = diagnose(got, [(key, wrong) for wrong, key in wrongs], EVERY_CASE, same=operator.eq)
+    key = diagnose(got, _offset_mistakes(filled, batch, kv_heads), EVERY_CASE, same=operator.eq)
     if key is not None:
         return HINTS(lang, key)
     return HINTS(lang, "offset_other", expected=_words(lang, expected), got=_words(lang, got))
