@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import io
 import re
 import string
@@ -407,6 +408,13 @@ def _hint_tables():
     return tables
 
 
+def test_checker_modules_write_no_hint_outside_their_table():
+    """A "not yet" is always a key of a table: no checker module calls not_yet() with its own text."""
+    for name in sorted({check.__module__ for check, _ in EXERCISES.values()}):
+        source = inspect.getsource(importlib.import_module(name))
+        assert "not_yet(" not in source, f"{name} writes a hint outside HINTS"
+
+
 HINT_KEYS = [(module, key) for module, table in _hint_tables().items() for key in table]
 
 
@@ -428,3 +436,30 @@ def test_every_hint_renders_in_both_languages(module, key):
         assert fb.message.startswith(NOT_YET[lang]) and len(fb.message) > len(NOT_YET[lang]) + 5
     assert shown["es"].message != shown["en"].message
     assert es != en, f"{module}.{key}: the Spanish hint is the English one"
+
+
+# --------------------------------------------------------------------------- naming a mistake
+
+
+def test_diagnose_names_the_first_mistake_of_the_bank_under_each_policy():
+    from minitransformer.exercises._core import ANY_CASE, EVERY_CASE, FIRST_WRONG, diagnose
+
+    right = [torch.tensor(1.0), torch.tensor(2.0), torch.tensor(3.0)]
+    answers = [torch.tensor(1.0), torch.tensor(-2.0), torch.tensor(30.0)]  # right, then two mistakes
+    bank = {
+        "negated": [-r for r in right],  # gives the second answer only
+        "times_ten": [10 * r for r in right],  # gives the third answer only
+        "off": [r + 100 for r in right],  # gives none
+    }
+    assert diagnose(answers, bank, EVERY_CASE) is None  # no mistake explains every answer
+    assert diagnose(answers, bank, ANY_CASE) == "negated"  # the first in the bank that gives one of them
+    assert diagnose(answers, {"times_ten": bank["times_ten"], **bank}, ANY_CASE) == "times_ten"
+    assert diagnose(answers, bank, FIRST_WRONG, right=right) == "negated"  # the first wrong case is the second
+    assert diagnose(right, bank, FIRST_WRONG, right=right) is None  # nothing wrong, nothing named
+    assert diagnose([-r for r in right], bank, EVERY_CASE) == "negated"
+    # pairs: two ways to make one mistake share its key; None: the mistake does not apply to that case
+    pairs = [("scaled", [None, None, torch.tensor(6.0)]), ("scaled", [None, torch.tensor(-2.0), None])]
+    assert diagnose(answers, pairs, ANY_CASE) == "scaled"
+    assert diagnose([3], {"three": [3]}, EVERY_CASE, same=lambda a, b: a == b) == "three"
+    with pytest.raises(TypeError):
+        diagnose(answers, bank, FIRST_WRONG)  # which case is wrong needs the right answers
