@@ -192,8 +192,9 @@ def show_solution(name: str, lang: str | None = None) -> Solution | Solutions:
     notebook 01's."""
     lang = lang or language()
     _answer_key(str(name)[:2])
-    if name not in SOLUTIONS and any(n.startswith(f"{name}.") for n in exercises()):
-        return Solutions(show_solution(n, lang) for n in exercises() if n.startswith(f"{name}."))
+    mine = [n for n in SOLUTIONS if n.startswith(f"{name}.")]  # name = "01": notebook 01's, in its order
+    if name not in SOLUTIONS and mine:
+        return Solutions(show_solution(n, lang) for n in mine)
     fn = solution_function(name)
     es, en = getattr(fn, "__explanation__", None) or ((inspect.getdoc(fn) or "",) * 2)
     return Solution(name, lang, tr(lang, es, en), _source(fn, lang))
