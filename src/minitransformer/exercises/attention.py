@@ -316,6 +316,19 @@ _SOFTMAX = (
 )
 
 
+def _softmax_cases() -> dict[str, Tensor]:
+    """Scores (T, S) with a wide spread, rows near ±1000 spanning 2 units, rows spanning 1000s, and a
+    batch (B, T, S): in that order, each tells apart what the one before could not."""
+    (x,) = _cases(1, (3, 5))
+    (x3,) = _cases(2, (2, 4, 6))
+    return {
+        "scores": 3 * x,
+        "near": torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -999.0]]),
+        "spread": torch.tensor([[1000.0, 0.0, -5.0], [-1000.0, 5.0, 0.0], [3.0, 800.0, -800.0]]),
+        "batched": x3,
+    }
+
+
 def _softmax_mistakes(x: Tensor) -> dict[str, list[Tensor]]:
     """What each typical mistake gives on the scores ``x`` (T, S)."""
     e = x.exp()
@@ -346,8 +359,8 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
             raise stop(HINTS(lang, "softmax_not_float", dtype=dtype_name(got)))
         return got
 
-    (x,) = _cases(1, (3, 5))
-    x = 3 * x
+    cases = _softmax_cases()
+    x = cases["scores"]
     got = run(x)
     if not close(got, torch.softmax(x, dim=-1)):
         # EVERY_CASE: one case, so the answer is the mistake's output there
@@ -355,14 +368,14 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
         if key is None and not close(got.double().sum(-1), torch.ones(3), atol=1e-4):
             key = "softmax_no_normalise"
         return HINTS(lang, key or "wrong_values")
-    near = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -999.0]])  # rows spanning 2 units
+    near = cases["near"]
     got = run(near)
     if not close(got, torch.softmax(near, dim=-1)):
         return HINTS(lang, "softmax_global_max" if bool(torch.isfinite(got[0]).all()) else "softmax_overflow")
-    spread = torch.tensor([[1000.0, 0.0, -5.0], [-1000.0, 5.0, 0.0], [3.0, 800.0, -800.0]])  # rows spanning 1000s
+    spread = cases["spread"]
     if not close(run(spread), torch.softmax(spread, dim=-1)):
         return HINTS(lang, "softmax_shift_not_max")
-    (x3,) = _cases(2, (2, 4, 6))
+    x3 = cases["batched"]
     if not close(run(x3), torch.softmax(x3, dim=-1)):
         return HINTS(lang, "softmax_batched")
     return correct(
@@ -373,6 +386,12 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
 
 
 # ---- 01.attention_weights ------------------------------------------------------------------------
+
+
+def _weights_cases() -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """(q, k) with T = 3, S = 5, d_k = 8, then a batch with B = 2, T = 4, S = 7, d_k = 6."""
+    q, k = _cases(3, (3, 8), (5, 8))
+    return (2 * q, 2 * k), tuple(_cases(4, (2, 4, 6), (2, 7, 6)))
 
 
 def _weights_mistakes(raw: Tensor, d_k: int) -> list[tuple[str, list[Tensor]]]:
@@ -394,8 +413,7 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
 
     ``attention_weights(q, k)`` takes q (..., T, d_k) and k (..., S, d_k) and returns (..., T, S).
     """
-    q, k = _cases(3, (3, 8), (5, 8))  # T = 3, S = 5, d_k = 8
-    q, k = 2 * q, 2 * k
+    (q, k), (qb, kb) = _weights_cases()
     raw = q @ k.T  # (T, S)
     want = torch.softmax(raw / math.sqrt(8), dim=-1)
     got = tensor(lang, attempt(lang, attention_weights, q.clone(), k.clone()))
@@ -407,7 +425,6 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
         # EVERY_CASE: one case, so the answer is the mistake's output there
         key = diagnose([got], _weights_mistakes(raw, d_k=8), EVERY_CASE)
         return HINTS(lang, key or "wrong_values")
-    qb, kb = _cases(4, (2, 4, 6), (2, 7, 6))  # B = 2, T = 4, S = 7, d_k = 6
     rawb = qb @ kb.transpose(-2, -1)  # (B, T, S)
     got = _on_batch(lang, attention_weights, qb.clone(), kb.clone())
     if not close(got, torch.softmax(rawb / math.sqrt(6), dim=-1)):
@@ -418,6 +435,12 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
 
 
 # ---- 01.self_attention ---------------------------------------------------------------------------
+
+
+def _self_attention_case() -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """x (T, d_model), W_q and W_k (d_model, d_k), W_v (d_model, d_v): T = 5, d_model = 7, d_k = 3, d_v = 2."""
+    x, W_q, W_k, W_v = _cases(5, (5, 7), (7, 3), (7, 3), (7, 2))
+    return 1.5 * x, W_q, W_k, W_v
 
 
 def _self_attention_mistakes(x: Tensor, raw: Tensor, V: Tensor) -> list[tuple[str, list[Tensor]]]:
@@ -451,8 +474,7 @@ def check_self_attention(
     W_v (d_model, d_v) and returns softmax(Q Kᵀ / √d_k) V, shape (T, d_v). The case has
     T = 5, d_model = 7, d_k = 3, d_v = 2, so that every width is told apart.
     """
-    x, W_q, W_k, W_v = _cases(5, (5, 7), (7, 3), (7, 3), (7, 2))
-    x = 1.5 * x
+    x, W_q, W_k, W_v = _self_attention_case()
     Q, K, V = x @ W_q, x @ W_k, x @ W_v
     raw = Q @ K.T  # (T, T)
 
@@ -482,6 +504,11 @@ def check_self_attention(
 # ---- 02.split_heads ------------------------------------------------------------------------------
 
 
+def _heads_cases() -> list[tuple[Tensor, int]]:
+    """(x, H): x (B, T, D) and a number of heads, with B ≠ T ≠ H ≠ d_head."""
+    return [(_cases(seed, (B, T, D))[0], H) for seed, (B, T, D, H) in ((6, (2, 5, 12, 3)), (7, (3, 2, 8, 4)))]
+
+
 def _heads_mistakes(x: Tensor, H: int) -> dict[str, list[Tensor]]:
     """What each typical mistake gives from x (B, T, D), as (B, H, T, Dh)."""
     B, T, D = x.shape
@@ -495,8 +522,8 @@ def _heads_mistakes(x: Tensor, H: int) -> dict[str, list[Tensor]]:
 @exercise("02.split_heads")
 def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: (B, T, D) -> (B, H, T, d_head), head h taking columns h·d_head … (h+1)·d_head − 1."""
-    for seed, (B, T, D, H) in ((6, (2, 5, 12, 3)), (7, (3, 2, 8, 4))):
-        (x,) = _cases(seed, (B, T, D))
+    for x, H in _heads_cases():
+        B, T, D = x.shape
         Dh = D // H
         want = x.view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
         got = tensor(lang, attempt(lang, split_heads, x.clone(), H))
@@ -523,6 +550,18 @@ def _naive(q: Tensor, k: Tensor, mask: Tensor | None, scale: float, dim: int = -
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.nan_to_num(torch.softmax(scores, dim=dim))  # NaN counts as 0: a mistake may lack the guard
+
+
+def _masked_case() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """q (B, H, T, Dh), k and v (B, H, S, Dh) with B = 2, H = 4, T = 3, S = 5, Dh = 6; a mask (B, 1, T, S)
+    with padding and a shifted causal part; and a mask (B, 1, 1, S) whose second row allows no key."""
+    B, H, T, S, Dh = 2, 4, 3, 5, 6
+    q, k, v = _cases(8, (B, H, T, Dh), (B, H, S, Dh), (B, H, S, Dh))
+    lengths = torch.tensor([5, 3])
+    keys_ok = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
+    mask = keys_ok[:, None, None, :] & torch.ones(T, S, dtype=torch.bool).tril(diagonal=2)  # (B, 1, T, S)
+    empty = torch.tensor([[True, True, False, False, False], [False] * S])[:, None, None, :]  # (B, 1, 1, S)
+    return 1.5 * q, 1.5 * k, v, mask, empty
 
 
 def _masked_mistakes(q: Tensor, k: Tensor, mask: Tensor) -> dict[str, list[Tensor]]:
@@ -562,12 +601,7 @@ def check_masked_attention(
     a mask broadcastable to (B, H, T, S); returns ``(output, weights)``, (B, H, T, d_head) and
     (B, H, T, S). A row with no allowed key gets zero weights and zero output.
     """
-    B, H, T, S, Dh = 2, 4, 3, 5, 6
-    q, k, v = _cases(8, (B, H, T, Dh), (B, H, S, Dh), (B, H, S, Dh))
-    q, k = 1.5 * q, 1.5 * k
-    lengths = torch.tensor([5, 3])
-    keys_ok = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
-    mask = keys_ok[:, None, None, :] & torch.ones(T, S, dtype=torch.bool).tril(diagonal=2)  # (B, 1, T, S)
+    q, k, v, mask, empty = _masked_case()
     want_out, want_w = scaled_dot_product_attention(q, k, v, mask)
 
     result = attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), mask.clone())
@@ -582,7 +616,7 @@ def check_masked_attention(
         return HINTS(lang, "output_wrong")
 
     # A batch whose second sequence is all padding: its rows have no allowed key.
-    empty = torch.tensor([[True, True, False, False, False], [False] * S])[:, None, None, :]  # (B, 1, 1, S)
+    S = k.size(2)
     want_out, want_w = scaled_dot_product_attention(q, k, v, empty)
     out, w = _pair(
         lang, attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), empty.clone()), want_out, want_w
@@ -601,6 +635,14 @@ def check_masked_attention(
 
 
 # ---- 02.decoder_mask -----------------------------------------------------------------------------
+
+
+def _decoder_mask_cases() -> list[tuple[Tensor, int]]:
+    """(tokens (B, T), pad_id): right and left padding; then pad_id 3, where 0 is a word."""
+    return [
+        (torch.tensor([[5, 6, 7, 8, 0, 0], [0, 0, 9, 4, 5, 6]]), 0),
+        (torch.tensor([[3, 3, 1, 2, 0], [4, 1, 0, 3, 3], [2, 2, 2, 2, 2]]), 3),
+    ]
 
 
 def _decoder_mask_mistakes(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
@@ -629,12 +671,8 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
     ``decoder_mask(tokens, pad_id)`` takes token ids (B, T) and returns a boolean mask that
     broadcasts to (B, H, T, T), e.g. of shape (B, 1, T, T).
     """
-    cases = (
-        (torch.tensor([[5, 6, 7, 8, 0, 0], [0, 0, 9, 4, 5, 6]]), 0),  # right and left padding
-        (torch.tensor([[3, 3, 1, 2, 0], [4, 1, 0, 3, 3], [2, 2, 2, 2, 2]]), 3),  # pad_id 3; 0 is a word
-    )
     H = 4
-    for tokens, pad_id in cases:
+    for tokens, pad_id in _decoder_mask_cases():
         B, T = tokens.shape
         want = target_mask(tokens, pad_id)  # (B, 1, T, T)
         got = tensor(lang, attempt(lang, decoder_mask, tokens.clone(), pad_id))
