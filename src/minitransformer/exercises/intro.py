@@ -87,6 +87,9 @@ def _shape(x: Any) -> tuple[int, ...] | None:
 # ---- 00.attention_shapes -------------------------------------------------------------------------
 
 
+_SHAPE_CASES = ((2, 7, 5, 4), (3, 4, 6, 2))  # (B, S, T, H), all different
+
+
 @exercise("00.attention_shapes")
 def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the shapes of the attention maps of one forward pass.
@@ -95,7 +98,7 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
     of one layer's encoder self-attention, decoder self-attention and cross-attention maps.
     The right answer is measured on a real :class:`~minitransformer.model.Transformer`.
     """
-    for B, S, T, H in ((2, 7, 5, 4), (3, 4, 6, 2)):
+    for B, S, T, H in _SHAPE_CASES:
         config = TransformerConfig(
             src_vocab_size=11,
             tgt_vocab_size=13,
@@ -140,6 +143,9 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
 # ---- 00.mha_parameters ---------------------------------------------------------------------------
 
 
+_MHA_CASES = ((512, 8), (64, 4), (30, 5))  # (d_model, n_heads)
+
+
 def _mha_mistakes(D: int, H: int, right: int) -> list[tuple[str, list[int]]]:
     """What each typical mistake counts for ``MultiHeadAttention(D, H)``, whose right count is ``right``."""
     Dh = D // H
@@ -154,7 +160,7 @@ def _mha_mistakes(D: int, H: int, right: int) -> list[tuple[str, list[int]]]:
 @exercise("00.mha_parameters")
 def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the number of parameters of ``MultiHeadAttention(d_model, n_heads)``."""
-    for D, H in ((512, 8), (64, 4), (30, 5)):
+    for D, H in _MHA_CASES:
         want = sum(p.numel() for p in MultiHeadAttention(D, H).parameters())
         got = attempt(lang, count, D, H)
         if isinstance(got, torch.Tensor) and got.numel() == 1:

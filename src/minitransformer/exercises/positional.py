@@ -166,6 +166,9 @@ def _close(a: Tensor, b: Tensor, atol: float = 1e-4) -> bool:
 # ---- 03.sinusoidal -------------------------------------------------------------------------------
 
 
+_TABLE_CASES = ((12, 8), (50, 32))  # (max_len, d_model)
+
+
 def _table(max_len: int, d_model: int, exponent: Tensor, positions: Tensor, layout: str) -> Tensor:
     """A sinusoidal table with a chosen (possibly wrong) angle, in double precision."""
     angles = positions[:, None] * torch.pow(10000.0, -exponent)[None, :]  # (T, D/2) or (T, D)
@@ -207,7 +210,7 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
     ``encoding(max_len, d_model)`` returns a (max_len, d_model) tensor with
     PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
     """
-    for max_len, d_model in ((12, 8), (50, 32)):
+    for max_len, d_model in _TABLE_CASES:
         got = _tensor(lang, attempt(lang, encoding, max_len, d_model))
         line = loops_in(encoding)
         if line:
@@ -236,6 +239,9 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
 # ---- 03.interleaved_to_concat --------------------------------------------------------------------
 
 
+_PERMUTATION_CASES = (4, 8, 64)  # d_model
+
+
 @exercise("03.interleaved_to_concat")
 def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the column order that turns the interleaved layout into the concatenated one.
@@ -243,7 +249,7 @@ def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str 
     ``permutation(d_model)`` returns a (d_model,) tensor of indices ``perm`` such that
     ``interleaved[:, perm]`` equals the concatenated table (all sines, then all cosines).
     """
-    for d_model in (4, 8, 64):
+    for d_model in _PERMUTATION_CASES:
         got = _tensor(lang, attempt(lang, permutation, d_model))
         if got.shape != (d_model,):
             return wrong_shape(lang, got, (d_model,))
@@ -269,6 +275,9 @@ def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str 
 # ---- 03.shift_matrix_concat ----------------------------------------------------------------------
 
 
+_SHIFT_MATRIX_CASES = ((1, 8), (7, 16), (3, 64))  # (k, d_model)
+
+
 def _omega(d_model: int) -> Tensor:
     return torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
 
@@ -288,7 +297,7 @@ def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: 
     ``shift_matrix(k, d_model)`` returns a (d_model, d_model) tensor; it is checked on the
     concatenated table (all sines, then all cosines) for many positions p.
     """
-    for k, d_model in ((1, 8), (7, 16), (3, 64)):
+    for k, d_model in _SHIFT_MATRIX_CASES:
         got = _tensor(lang, attempt(lang, shift_matrix, k, d_model))
         if got.shape != (d_model, d_model):
             return wrong_shape(lang, got, (d_model, d_model))
