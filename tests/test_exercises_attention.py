@@ -103,13 +103,13 @@ def test_softmax_checker(lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_unfinished_and_crashing_code(lang):
     fb = check_softmax(unfinished, lang=lang)
-    assert not fb.ok and "NotImplementedError" in fb.message
+    assert not fb.ok and fb.hint == "not_written"
     fb = check_attention_weights(lambda q, k: None, lang=lang)
-    assert not fb.ok and "None" in fb.message
+    assert not fb.ok and fb.hint == "returns_none"
     fb = check_masked_attention(lambda q, k, v, m: q @ v, lang=lang)  # shapes do not match
-    assert not fb.ok and "RuntimeError" in fb.message
+    assert not fb.ok and fb.hint == "crashed" and "RuntimeError" in fb.message  # it names the error
     fb = check_softmax(lambda x: x.tolist(), lang=lang)
-    assert not fb.ok and ("no list" if lang == "es" else "not list") in fb.message
+    assert not fb.ok and fb.hint == "not_a_tensor"
 
 
 CAPTURED_SOFTMAX = torch.Tensor.softmax  # kept by a student's earlier cell
@@ -148,9 +148,8 @@ from torch import softmax as imported_softmax  # noqa: E402
 )
 def test_softmax_forbids_pytorchs_softmax(tool, lang):
     fb = check_softmax(tool, lang=lang)
-    assert not fb.ok
-    assert ("el enunciado pide no usar" if lang == "es" else "the statement asks you not to use") in fb.message
-    assert "torch.exp" in fb.message
+    assert not fb.ok and fb.hint == "forbidden"
+    assert "torch.exp" in fb.message  # why: the statement's reason
 
 
 # --------------------------------------------------------------------------- attention weights
@@ -197,8 +196,7 @@ def test_attention_weights_checker(lang):
     assert_hint(check_attention_weights(weights_shape_index, lang=lang), lang, "scale_shape_index")
     assert_hint(check_attention_weights(weights_scale_length, lang=lang), lang, "scale_length")
     fb = check_attention_weights(weights_dot_t, lang=lang)  # `.T` on a batch: the matmul fails
-    batched = HINTS["batched"][0 if lang == "es" else 1]
-    assert not fb.ok and batched[0].upper() + batched[1:] in fb.message  # the error, then why a batch broke it
+    assert not fb.ok and fb.hint == "batched"  # the error, then why a batch broke it
     assert "RuntimeError" in fb.message and "return torch.softmax(q @ k.T" in fb.message
 
 

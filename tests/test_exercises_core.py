@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import io
 import re
+import string
 import tokenize
 from pathlib import Path
 
@@ -15,12 +17,11 @@ import pytest
 import torch
 
 from minitransformer.exercises import Feedback, attempt, checker, correct, not_yet
-from minitransformer.exercises._core import close, forbid, loops_in, num
+from minitransformer.exercises._core import SOLUTIONS, close, exercise, forbid, loops_in, num
 from minitransformer.exercises.registry import (
-    EXERCISES,
     check_solution,
     exercise_of,
-    register,
+    exercises,
     show_solution,
     solution_function,
 )
@@ -31,9 +32,12 @@ NOT_YET = {"es": "❌ Todavía no:", "en": "❌ Not yet:"}
 SAFETY_NET = {"es": "el comprobador no pudo interpretar", "en": "the checker could not make sense"}
 
 
+EXERCISES = exercises()
+
+
 def checkers():
-    for name, (module, check, _) in EXERCISES.items():
-        yield name, getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
+    for name, (check, _) in EXERCISES.items():
+        yield name, check
 
 
 def _raises(*args):
@@ -300,12 +304,11 @@ def test_the_spanish_solution_has_no_english_comment_or_docstring(name):
 def test_the_shown_code_runs_pasted_into_a_fresh_cell_and_passes_the_checker(name, lang):
     """The exact text show_solution shows, executed in an empty namespace with no future import (as in a
     fresh kernel: annotations are evaluated, nothing is imported), defines a function its checker accepts."""
-    module, check, solution = EXERCISES[name]
+    checker_fn, solution = EXERCISES[name]
     namespace: dict = {}
     code = compile(show_solution(name, lang=lang).code, "<cell>", "exec", dont_inherit=True)
     exec(code, namespace)
-    checker_fn = getattr(importlib.import_module(f"minitransformer.exercises.{module}"), check)
-    fb = checker_fn(namespace[solution.removeprefix("solution_")], lang=lang)
+    fb = checker_fn(namespace[solution.__name__.removeprefix("solution_")], lang=lang)
     assert fb.ok, f"{name}: {fb.message}"
     assert fb.message.startswith("✅ ¡Correcto!" if lang == "es" else "✅ Correct!")
 
@@ -355,23 +358,108 @@ def test_an_unknown_exercise_is_a_course_error_that_lists_the_notebooks_exercise
         show_solution("01.softmaks", lang="en")
 
 
-def test_registering_a_new_exercise_is_one_line(tmp_path):
-    register("99.double", "attention", "check_softmax", "solution_softmax")
+def test_an_exercise_is_registered_by_its_id_on_the_solution():
+    @exercise("99.double")
+    def solution_double(x):
+        return torch.cat([x, x])
+
     try:
-        assert _def_line(show_solution("99.double", lang="en").code, "softmax") == 3  # after "import torch"
+        assert exercise_of(solution_double) == "99.double"
+        assert _def_line(show_solution("99.double", lang="en").code, "double") == 3  # after "import torch"
     finally:
-        del EXERCISES["99.double"]
+        del SOLUTIONS["99.double"]
+
+
+def test_every_checker_has_a_solution_and_every_solution_a_checker():
+    from minitransformer.exercises._core import CHECKERS
+
+    assert set(CHECKERS) == set(SOLUTIONS) == set(EXERCISES)
+    for name, (check, solution) in EXERCISES.items():
+        assert exercise_of(check) == exercise_of(solution) == name
+        assert solution.__module__.endswith(f".solutions.nb{name[:2]}"), (name, solution.__module__)
 
 
 def test_every_exercise_cell_of_the_notebooks_is_registered_with_its_stub():
-    """Each checker call in a notebook source names a registered exercise whose solution has the stub's name."""
-    by_checker = {check: (name, sol) for name, (_, check, sol) in EXERCISES.items()}
+    """Each checker call in a notebook source names an exercise whose solution has the stub's name."""
+    by_checker = {check.__name__: (name, sol.__name__) for name, (check, sol) in EXERCISES.items()}
     seen = set()
     for source in sorted((ROOT / "notebooks" / "source").glob("[0-9][0-9]_*.md")):
         for check, stub in re.findall(r"^(check_\w+)\((\w+), lang=LANG\)", source.read_text(), re.M):
-            assert check in by_checker, f"{source.name}: {check} is not registered in exercises/registry.py"
+            assert check in by_checker, f"{source.name}: {check} is not an exercise's checker"
             name, solution = by_checker[check]
             assert name.startswith(source.name[:2]), (source.name, name)
             assert solution == f"solution_{stub}", (source.name, check, stub)
             seen.add(name)
     assert seen == set(EXERCISES)
+
+
+# --------------------------------------------------------------------------- hints
+
+
+def _hint_tables():
+    """Every hint table: the core's, and each checker module's HINTS (one per module that has checkers)."""
+    from minitransformer.exercises._core import CORE_HINTS, Hints
+
+    tables = {"_core": CORE_HINTS}
+    for name in sorted({check.__module__ for check, _ in EXERCISES.values()}):
+        module = importlib.import_module(name)
+        assert isinstance(getattr(module, "HINTS", None), Hints), f"{name} has no keyed HINTS table"
+        tables[name.rpartition(".")[2]] = module.HINTS
+    return tables
+
+
+def test_checker_modules_write_no_hint_outside_their_table():
+    """A "not yet" is always a key of a table: no checker module calls not_yet() with its own text."""
+    for name in sorted({check.__module__ for check, _ in EXERCISES.values()}):
+        source = inspect.getsource(importlib.import_module(name))
+        assert "not_yet(" not in source, f"{name} writes a hint outside HINTS"
+
+
+HINT_KEYS = [(module, key) for module, table in _hint_tables().items() for key in table]
+
+
+@pytest.mark.parametrize("module,key", HINT_KEYS, ids=[f"{m}.{k}" for m, k in HINT_KEYS])
+def test_every_hint_renders_in_both_languages(module, key):
+    """Each hint formats with its fields filled (a missing one would raise), is not empty, carries its key,
+    and is written in each language."""
+    table = _hint_tables()[module]
+    es, en = table[key]
+    fields = {
+        name: "X"
+        for text in (es, en)
+        for _, name, _, _ in string.Formatter().parse(text)
+        if name  # a {field}; literal text and {{escaped}} braces give none
+    }
+    shown = {lang: table(lang, key, **fields) for lang in LANGS}
+    for lang, fb in shown.items():
+        assert not fb.ok and fb.hint == key
+        assert fb.message.startswith(NOT_YET[lang]) and len(fb.message) > len(NOT_YET[lang]) + 5
+    assert shown["es"].message != shown["en"].message
+    assert es != en, f"{module}.{key}: the Spanish hint is the English one"
+
+
+# --------------------------------------------------------------------------- naming a mistake
+
+
+def test_diagnose_names_the_first_mistake_of_the_bank_under_each_policy():
+    from minitransformer.exercises._core import ANY_CASE, EVERY_CASE, FIRST_WRONG, diagnose
+
+    right = [torch.tensor(1.0), torch.tensor(2.0), torch.tensor(3.0)]
+    answers = [torch.tensor(1.0), torch.tensor(-2.0), torch.tensor(30.0)]  # right, then two mistakes
+    bank = {
+        "negated": [-r for r in right],  # gives the second answer only
+        "times_ten": [10 * r for r in right],  # gives the third answer only
+        "off": [r + 100 for r in right],  # gives none
+    }
+    assert diagnose(answers, bank, EVERY_CASE) is None  # no mistake explains every answer
+    assert diagnose(answers, bank, ANY_CASE) == "negated"  # the first in the bank that gives one of them
+    assert diagnose(answers, {"times_ten": bank["times_ten"], **bank}, ANY_CASE) == "times_ten"
+    assert diagnose(answers, bank, FIRST_WRONG, right=right) == "negated"  # the first wrong case is the second
+    assert diagnose(right, bank, FIRST_WRONG, right=right) is None  # nothing wrong, nothing named
+    assert diagnose([-r for r in right], bank, EVERY_CASE) == "negated"
+    # pairs: two ways to make one mistake share its key; None: the mistake does not apply to that case
+    pairs = [("scaled", [None, None, torch.tensor(6.0)]), ("scaled", [None, torch.tensor(-2.0), None])]
+    assert diagnose(answers, pairs, ANY_CASE) == "scaled"
+    assert diagnose([3], {"three": [3]}, EVERY_CASE, same=lambda a, b: a == b) == "three"
+    with pytest.raises(TypeError):
+        diagnose(answers, bank, FIRST_WRONG)  # which case is wrong needs the right answers

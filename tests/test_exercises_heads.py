@@ -9,12 +9,8 @@ import pytest
 import torch
 from feedback_asserts import assert_bank, bank
 
-from minitransformer.exercises.heads import (
-    check_attention_row,
-    check_strongest_head,
-    solution_attention_row,
-    solution_strongest_head,
-)
+from minitransformer.exercises.heads import check_attention_row, check_strongest_head
+from minitransformer.exercises.solutions.nb08 import solution_attention_row, solution_strongest_head
 
 LANGS = ("es", "en")
 
@@ -22,26 +18,26 @@ LANGS = ("es", "en")
 HEAD_MISTAKES = {
     "float tensor": (
         lambda m, q, k: torch.tensor(solution_strongest_head(m, q, k), dtype=torch.float32),
-        {"es": "índices enteros, no float32", "en": "integer indices, not float32"},
+        "head_float_tensor",
     ),
     "floats": (
         lambda m, q, k: tuple(float(i) for i in solution_strongest_head(m, q, k)),
-        {"es": "no decimales", "en": "not floats"},
+        "head_floats",
     ),
     "(head, layer)": (
         lambda m, q, k: solution_strongest_head(m, q, k)[::-1],
-        {"es": "(cabeza, capa)", "en": "(head, layer)"},
+        "head_swapped",
     ),
     "key to query": (
         lambda m, q, k: solution_strongest_head(m, k, q),
-        {"es": "clave hacia la consulta", "en": "key to the query"},
+        "head_key_to_query",
     ),
-    "flat index": (lambda m, q, k: int(torch.stack(m)[:, 0, :, q, k].argmax()), {"es": "divmod", "en": "divmod"}),
+    "flat index": (lambda m, q, k: int(torch.stack(m)[:, 0, :, q, k].argmax()), "head_single_number"),
     "weakest head": (
         lambda m, q, k: divmod(int(torch.stack(m)[:, 0, :, q, k].argmin()), m[0].size(1)),
-        {"es": "otra cabeza da más peso", "en": "another head gives more weight"},
+        "head_other_head",
     ),
-    "a string": (lambda m, q, k: "layer 0", {"es": "de enteros", "en": "of integers"}),
+    "a string": (lambda m, q, k: "layer 0", "head_not_a_pair"),
 }
 
 
@@ -59,21 +55,21 @@ def test_strongest_head_fallback_does_not_print_the_answer(lang):
 
 
 ROW_MISTAKES = {
-    "no scale": (lambda q, k: torch.softmax(k @ q, -1), {"es": "√d_head", "en": "√d_head"}),
+    "no scale": (lambda q, k: torch.softmax(k @ q, -1), "row_no_scale"),
     "scale by S": (
         lambda q, k: torch.softmax(k @ q / math.sqrt(k.size(0)), -1),
-        {"es": "suman 1 pero no coinciden", "en": "add up to 1 but do not match"},
+        "row_wrong",
     ),
     "scores": (
         lambda q, k: k @ q / math.sqrt(q.size(0)),
-        {"es": "esas son las puntuaciones", "en": "those are the scores"},
+        "row_no_softmax",
     ),
-    "list": (lambda q, k: solution_attention_row(q, k).tolist(), {"es": "no list", "en": "not list"}),
+    "list": (lambda q, k: solution_attention_row(q, k).tolist(), "not_a_tensor"),
     "q @ k": (
         lambda q, k: torch.softmax(q @ k / math.sqrt(q.size(0)), -1),
-        {"es": "RuntimeError", "en": "RuntimeError"},
+        "crashed",
     ),
-    "integers": (lambda q, k: (k @ q).argmax().expand(k.size(0)), {"es": "deben sumar 1", "en": "must add up to 1"}),
+    "integers": (lambda q, k: (k @ q).argmax().expand(k.size(0)), "row_not_normalised"),
 }
 
 

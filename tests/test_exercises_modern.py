@@ -13,12 +13,8 @@ from feedback_asserts import assert_correct, assert_hint
 from torch import nn
 
 from minitransformer import modern
-from minitransformer.exercises.modern import (
-    HINTS,
-    check_online_softmax,
-    check_rope,
-    check_rope_offset,
-    check_swiglu,
+from minitransformer.exercises.modern import HINTS, check_online_softmax, check_rope, check_rope_offset, check_swiglu
+from minitransformer.exercises.solutions.nb10 import (
     solution_online_softmax,
     solution_rope,
     solution_rope_offset,
@@ -495,15 +491,14 @@ def test_rope_offset_is_what_the_model_turns_new_tokens_with():
 def test_shown_solutions_run_pasted_in_a_fresh_cell(name, lang):
     """The code show_solution prints, compiled on its own (no `from __future__` of this file) in a
     namespace with only what notebook 10's first cell imports, passes its checker."""
-    import minitransformer.exercises.modern as checkers
     from minitransformer.exercises import show_solution
-    from minitransformer.exercises.registry import EXERCISES
+    from minitransformer.exercises.registry import exercises
 
     shown = show_solution(name, lang=lang)
     namespace = {"torch": torch, "math": math, "F": F, "nn": nn}
     exec(compile(shown.code, "<cell>", "exec", dont_inherit=True), namespace)
-    _, check, solution = EXERCISES[name]
-    assert_correct(getattr(checkers, check)(namespace[solution.removeprefix("solution_")], lang=lang), lang)
+    check, solution = exercises()[name]
+    assert_correct(check(namespace[solution.__name__.removeprefix("solution_")], lang=lang), lang)
 
 
 @pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.rope_offset"])

@@ -4,10 +4,10 @@ Each checker takes the student's answer (usually a function) and ``lang``, runs 
 whose right answer comes from the package or from PyTorch, and returns a :class:`Feedback`
 that prints as one short message in the notebook's language: a success, or "not yet" with
 a hint aimed at the typical mistake. ``show_solution("01.softmax")`` shows an exercise's
-worked solution (see :mod:`.registry`).
+worked solution, from its notebook's answer key in :mod:`.solutions` (see :mod:`.registry`).
 """
 
-from ._core import Feedback, attempt, checker, correct, not_yet
-from .registry import register, show_solution
+from ._core import Feedback, attempt, checker, correct, exercise, not_yet
+from .registry import show_solution
 
-__all__ = ["Feedback", "attempt", "checker", "correct", "not_yet", "register", "show_solution"]
+__all__ = ["Feedback", "attempt", "checker", "correct", "exercise", "not_yet", "show_solution"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import inspect
 import os
@@ -21,9 +22,9 @@ import sysconfig
 import textwrap
 import traceback
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -42,10 +43,12 @@ __all__ = [
     "close",
     "correct",
     "dtype_name",
-    "first_match",
+    "ANY_CASE",
+    "EVERY_CASE",
+    "FIRST_WRONG",
+    "diagnose",
     "forbid",
     "loops_in",
-    "name_mistake",
     "not_a_tensor",
     "not_yet",
     "num",
@@ -67,6 +70,7 @@ class Feedback:
 
     ok: bool
     message: str
+    hint: str | None = None  # the key of the hint it gives (tests name it, not the wording)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -84,10 +88,10 @@ def correct(lang: str, es: str = "", en: str = "") -> Feedback:
     return Feedback(True, f"{head} {extra}".strip())
 
 
-def not_yet(lang: str, es: str, en: str) -> Feedback:
-    """A "not yet" with a hint: the one format of every hint."""
+def not_yet(lang: str, es: str, en: str, hint: str | None = None) -> Feedback:
+    """A "not yet" with a hint: the one format of every hint (``hint``: its key)."""
     head = tr(lang, "❌ Todavía no:", "❌ Not yet:")
-    return Feedback(False, f"{head} {tr(lang, es, en)}")
+    return Feedback(False, f"{head} {tr(lang, es, en)}", hint)
 
 
 class Hints(dict):
@@ -97,10 +101,10 @@ class Hints(dict):
     hints by key.
     """
 
-    def __call__(self, lang: str, key: str, **fields: Any) -> Feedback:
+    def __call__(self, lang: str, key: str, /, **fields: Any) -> Feedback:
         es, en = self[key]
         fields = {k: num(lang, v) if isinstance(v, float) else v for k, v in fields.items()}
-        return not_yet(lang, es.format(**fields), en.format(**fields))
+        return not_yet(lang, es.format(**fields), en.format(**fields), key)
 
 
 # Hints that several modules share, (Spanish, English); a module's HINTS merge them.
@@ -111,6 +115,43 @@ COMMON_HINTS: dict[str, tuple[str, str]] = {
         "the output has shape {got} and should have {expected}",
     ),
 }
+
+
+# The core's own replies: to an answer that is not written, crashed, returned None or is not a tensor.
+CORE_HINTS = Hints(
+    {
+        "not_callable": (
+            "pasa al comprobador tu función (su nombre, sin paréntesis), no {got}.",
+            "pass your function to the checker (its name, without brackets), not {got}.",
+        ),
+        "not_written": (
+            "falta escribir la función: sustituye `raise NotImplementedError` por tu código.",
+            "the function is not written yet: replace `raise NotImplementedError` with your code.",
+        ),
+        "forbidden": ("el enunciado pide no usar `{tool}`: {why}", "the statement asks you not to use `{tool}`: {why}"),
+        "recursion": (
+            "tu función se llama a sí misma sin fin (RecursionError): ¿usas su propio nombre dentro?",
+            "your function calls itself without end (RecursionError): do you use its own name inside it?",
+        ),
+        "crashed": ("tu función lanzó {error}{said}", "your function raised {error}{said}"),
+        "returns_none": (
+            "tu función devuelve `None`: ¿te falta un `return`? (Ojo: `list.append`, `list.insert` o "
+            "`list.sort` modifican la lista y devuelven `None`.)",
+            "your function returns `None`: are you missing a `return`? (Careful: `list.append`, `list.insert` "
+            "and `list.sort` change the list in place and return `None`.)",
+        ),
+        "not_a_tensor": (
+            "tu función debe devolver un tensor de PyTorch, no {got}.",
+            "your function must return a PyTorch tensor, not {got}.",
+        ),
+        "checker_confused": (
+            "el comprobador no pudo interpretar tu respuesta ({error}: {said}). Revisa que devuelves lo que pide "
+            "el enunciado (tipo y forma).",
+            "the checker could not make sense of your answer ({error}: {said}). Check that you return what the "
+            "statement asks for (type and shape).",
+        ),
+    }
+)
 
 
 def num(lang: str, x: float, digits: int = 4) -> str:
@@ -133,6 +174,8 @@ def stop(feedback: Feedback) -> Unfinished:
 
 # --------------------------------------------------------------------------- comparing answers
 
+K = TypeVar("K")
+
 
 def type_name(x: Any) -> str:
     return "None" if x is None else type(x).__name__
@@ -150,11 +193,7 @@ def randn(*shape: int, seed: int) -> Tensor:
 
 def not_a_tensor(lang: str, got: Any) -> Feedback:
     """The one "not a tensor" reply, naming what the answer is instead."""
-    return not_yet(
-        lang,
-        f"tu función debe devolver un tensor de PyTorch, no {type_name(got)}.",
-        f"your function must return a PyTorch tensor, not {type_name(got)}.",
-    )
+    return CORE_HINTS(lang, "not_a_tensor", got=type_name(got))
 
 
 def tensor(lang: str, x: Any, shape: tuple[int, ...] | None = None, es: str = "", en: str = "") -> Tensor:
@@ -180,20 +219,41 @@ def close(a: Any, b: Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     return bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
 
 
-def first_match(got: Any, candidates: dict[str, Tensor], **tol: float) -> str | None:
-    """The key of the first candidate that ``got`` is close to (what a mistake would give)."""
-    for key, value in candidates.items():
-        if close(got, value, **tol):
+# How diagnose() decides that the answers are one mistake: the caller names the policy, and says why.
+EVERY_CASE = "every case"  # the mistake gives the answer in every case (with one case: that case)
+ANY_CASE = "any case"  # in at least one case: a mistake that only shows in some cases
+FIRST_WRONG = "first wrong case"  # in the first case the answer gets wrong (the cases go from plain to subtle)
+
+
+def diagnose(
+    answers: Sequence[Any],
+    mistakes: Mapping[K, Sequence[Any]] | Iterable[tuple[K, Sequence[Any]]],
+    policy: str,
+    *,
+    right: Sequence[Any] | None = None,
+    same: Callable[[Any, Any], bool] | None = None,
+    **tol: float,
+) -> K | None:
+    """Which mistake the student's ``answers`` (one per case) are: the first key of the bank
+    ``mistakes`` (key -> what that mistake gives, one per case; or pairs ``(key, gives)``, where two
+    ways to make one mistake share a key) that matches under ``policy``
+    (:data:`EVERY_CASE`, :data:`ANY_CASE`, or :data:`FIRST_WRONG`, which needs the ``right``
+    answers), or ``None``. ``same(answer, what_the_mistake_gives)`` compares; by default
+    :func:`close` with ``tol``. Where a mistake does not apply to a case it gives ``None``.
+    """
+    same = same or functools.partial(close, **tol)
+    cases = range(len(answers))
+    if policy == FIRST_WRONG:
+        if right is None:
+            raise TypeError("diagnose(..., FIRST_WRONG) needs the right answers")
+        cases = [i for i in cases if not same(answers[i], right[i])][:1]
+    elif policy not in (EVERY_CASE, ANY_CASE):
+        raise ValueError(f"unknown policy {policy!r}")
+    test = any if policy == ANY_CASE else all
+    for key, gives in mistakes.items() if isinstance(mistakes, Mapping) else mistakes:
+        if cases and test(gives[i] is not None and same(answers[i], gives[i]) for i in cases):
             return key
     return None
-
-
-def name_mistake(lang: str, got: Any, mistakes: Iterable[tuple[Tensor, str, str]], **tol: float) -> None:
-    """Stop the check with the hint of the first mistake ``(what it computes, Spanish, English)``
-    that ``got`` is close to; return if none is."""
-    for wrong, es, en in mistakes:
-        if close(got, wrong, **tol):
-            raise stop(not_yet(lang, es, en))
 
 
 def wrong_shape(lang: str, got: Tensor, want: tuple[int, ...], es: str = "", en: str = "") -> Feedback:
@@ -201,7 +261,7 @@ def wrong_shape(lang: str, got: Tensor, want: tuple[int, ...], es: str = "", en:
     end = "" if es.endswith("?") else "."
     shapes = {"got": tuple(got.shape), "expected": tuple(want)}
     said_es, said_en = COMMON_HINTS["shape"]
-    return not_yet(lang, said_es.format(**shapes) + es + end, said_en.format(**shapes) + en + end)
+    return not_yet(lang, said_es.format(**shapes) + es + end, said_en.format(**shapes) + en + end, "shape")
 
 
 # --------------------------------------------------------------------------- running the student's code
@@ -346,59 +406,21 @@ def attempt(lang: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     shows the student's failing line and says what the error means) or returns ``None``.
     """
     if not callable(fn):
-        raise stop(
-            not_yet(
-                lang,
-                f"pasa al comprobador tu función (su nombre, sin paréntesis), no {type_name(fn)}.",
-                f"pass your function to the checker (its name, without brackets), not {type_name(fn)}.",
-            )
-        )
+        raise stop(CORE_HINTS(lang, "not_callable", got=type_name(fn)))
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError:
-        raise stop(
-            not_yet(
-                lang,
-                "falta escribir la función: sustituye `raise NotImplementedError` por tu código.",
-                "the function is not written yet: replace `raise NotImplementedError` with your code.",
-            )
-        ) from None
+        raise stop(CORE_HINTS(lang, "not_written")) from None
     except ForbiddenTool as no:
-        raise stop(
-            not_yet(
-                lang,
-                f"el enunciado pide no usar `{no.name}`: {no.es}",
-                f"the statement asks you not to use `{no.name}`: {no.en}",
-            )
-        ) from None
+        raise stop(CORE_HINTS(lang, "forbidden", tool=no.name, why=tr(lang, no.es, no.en))) from None
     except RecursionError:
-        raise stop(
-            not_yet(
-                lang,
-                "tu función se llama a sí misma sin fin (RecursionError): ¿usas su propio nombre dentro?",
-                "your function calls itself without end (RecursionError): do you use its own name inside it?",
-            )
-        ) from None
+        raise stop(CORE_HINTS(lang, "recursion")) from None
     except Exception as exc:  # the student's code crashed: where, and what it means
-        where = _where(lang, _student_frame(exc))
-        name = type(exc).__name__
-        raise stop(
-            not_yet(
-                lang,
-                f"tu función lanzó {name}{where or '. '}{_explain(lang, exc)}".rstrip(),
-                f"your function raised {name}{where or '. '}{_explain(lang, exc)}".rstrip(),
-            )
-        ) from None
+        where = _where(lang, _student_frame(exc)) or ". "
+        said = f"{where}{_explain(lang, exc)}".rstrip()
+        raise stop(CORE_HINTS(lang, "crashed", error=type(exc).__name__, said=said)) from None
     if result is None:
-        raise stop(
-            not_yet(
-                lang,
-                "tu función devuelve `None`: ¿te falta un `return`? (Ojo: `list.append`, `list.insert` o "
-                "`list.sort` modifican la lista y devuelven `None`.)",
-                "your function returns `None`: are you missing a `return`? (Careful: `list.append`, `list.insert` "
-                "and `list.sort` change the list in place and return `None`.)",
-            )
-        )
+        raise stop(CORE_HINTS(lang, "returns_none"))
     return result
 
 
@@ -523,23 +545,17 @@ def loops_in(fn: Callable[..., Any]) -> int | None:
 
 
 def _safety_net(lang: str, exc: Exception) -> Feedback:
-    return not_yet(
-        lang,
-        f"el comprobador no pudo interpretar tu respuesta ({type(exc).__name__}: {exc}). Revisa que "
-        "devuelves lo que pide el enunciado (tipo y forma).",
-        f"the checker could not make sense of your answer ({type(exc).__name__}: {exc}). Check that you "
-        "return what the statement asks for (type and shape).",
-    )
+    return CORE_HINTS(lang, "checker_confused", error=type(exc).__name__, said=str(exc))
 
 
-def checker(fn: Callable[..., Feedback]) -> Callable[..., Feedback]:
+def checker(fn: Callable[..., Feedback], name: str | None = None) -> Callable[..., Feedback]:
     """Decorator for checkers: an :class:`Unfinished` inside becomes its feedback.
 
     A checker takes ``lang: str | None = None``; without it (or with ``None``) it answers in the
     notebook's language, the one ``runtime.setup(lang=...)`` set (:func:`~minitransformer.i18n.language`).
     It never lets an exception out: an unexpected one (an answer of a kind nobody foresaw)
-    becomes a "not yet" too. A "not yet" of an exercise in the registry ends by saying how
-    to see its worked solution.
+    becomes a "not yet" too. A "not yet" of exercise ``name`` (given by :func:`exercise`) ends by
+    saying how to see its worked solution.
     """
     signature = inspect.signature(fn)
 
@@ -554,20 +570,42 @@ def checker(fn: Callable[..., Feedback]) -> Callable[..., Feedback]:
             feedback = early.feedback
         except Exception as exc:  # never a traceback into the checker
             feedback = _safety_net(lang, exc)
-        if not feedback.ok:
-            from .registry import exercise_of
-
-            name = exercise_of(fn)
-            if name is not None:
-                feedback = Feedback(
-                    False,
-                    feedback.message
-                    + tr(
-                        lang,
-                        f'\nSi te atascas, `show_solution("{name}")` te muestra una solución explicada.',
-                        f'\nStuck? `show_solution("{name}")` shows a worked solution.',
-                    ),
-                )
+        if not feedback.ok and name is not None:
+            feedback = dataclasses.replace(
+                feedback,
+                message=feedback.message
+                + tr(
+                    lang,
+                    f'\nSi te atascas, `show_solution("{name}")` te muestra una solución explicada.',
+                    f'\nStuck? `show_solution("{name}")` shows a worked solution.',
+                ),
+            )
         return feedback
 
     return wrapper
+
+
+# The exercises met so far, by id: their checkers and their worked solutions (filled by @exercise).
+CHECKERS: dict[str, Callable[..., Feedback]] = {}
+SOLUTIONS: dict[str, Callable[..., Any]] = {}
+
+
+def exercise(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The id of an exercise (``"01.softmax"``), on its checker and on its worked solution.
+
+    On a checker (``def check_...``) it makes it a :func:`checker` whose "not yet" ends by naming
+    ``show_solution(name)``; on a solution (``def solution_<stub>``) it marks it as the answer shown
+    by ``show_solution(name)``. The two decorations are the whole registration.
+    """
+
+    def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if fn.__name__.startswith("solution_"):
+            fn.__exercise__ = name  # type: ignore[attr-defined]
+            SOLUTIONS[name] = fn
+            return fn
+        wrapped = checker(fn, name)
+        wrapped.__exercise__ = name  # type: ignore[attr-defined]
+        CHECKERS[name] = wrapped
+        return wrapped
+
+    return attach

@@ -1,4 +1,4 @@
-"""Checkers for the attention exercises (notebooks 01 and 02), and their worked solutions.
+"""Checkers for the attention exercises (notebooks 01 and 02).
 
 Every checker runs the student's function on cases whose shapes are all different
 (T ≠ S ≠ d_k ≠ d_model), compares it with the package or with the maths, and, when the answer
@@ -20,22 +20,22 @@ from ..i18n import tr
 from ..model import target_mask
 from ._core import (
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     Hints,
     Unfinished,
     attempt,
-    checker,
     close,
     correct,
+    diagnose,
     dtype_name,
-    first_match,
+    exercise,
     forbid,
     sentence,
     stop,
     tensor,
     wrong_shape,
 )
-from .registry import explain
 
 __all__ = [
     "HINTS",
@@ -279,6 +279,28 @@ HINTS = Hints(
     }
 )
 
+
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
+def _cases(seed: int, *shapes: tuple[int, ...]) -> list[Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=g) for s in shapes]
+
+
+def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
+    """The answer on a batched case; a crash there also says that a batch is what broke it."""
+    try:
+        return tensor(lang, attempt(lang, fn, *args))
+    except Unfinished as stopped:
+        es, en = HINTS["batched"]
+        said = f"{stopped.feedback.message}\n{sentence(tr(lang, es, en))}"
+        raise stop(Feedback(False, said, "batched")) from None
+
+
+# ---- 01.softmax ----------------------------------------------------------------------------------
+
+
 _SOFTMAX = (
     "torch.softmax",
     "torch.Tensor.softmax",
@@ -294,24 +316,30 @@ _SOFTMAX = (
 )
 
 
-def _cases(seed: int, *shapes: tuple[int, ...]) -> list[Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(*s, generator=g) for s in shapes]
+def _softmax_cases() -> dict[str, Tensor]:
+    """Scores (T, S) with a wide spread, rows near ±1000 spanning 2 units, rows spanning 1000s, and a
+    batch (B, T, S): in that order, each tells apart what the one before could not."""
+    (x,) = _cases(1, (3, 5))
+    (x3,) = _cases(2, (2, 4, 6))
+    return {
+        "scores": 3 * x,
+        "near": torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -999.0]]),
+        "spread": torch.tensor([[1000.0, 0.0, -5.0], [-1000.0, 5.0, 0.0], [3.0, 800.0, -800.0]]),
+        "batched": x3,
+    }
 
 
-def _on_batch(lang: str, fn: Callable[..., Any], *args: Any) -> Tensor:
-    """The answer on a batched case; a crash there also says that a batch is what broke it."""
-    try:
-        return tensor(lang, attempt(lang, fn, *args))
-    except Unfinished as stopped:
-        es, en = HINTS["batched"]
-        raise stop(Feedback(False, f"{stopped.feedback.message}\n{sentence(tr(lang, es, en))}")) from None
+def _softmax_mistakes(x: Tensor) -> dict[str, list[Tensor]]:
+    """What each typical mistake gives on the scores ``x`` (T, S)."""
+    e = x.exp()
+    return {
+        "wrong_axis": [torch.softmax(x, dim=-2)],
+        "softmax_global_sum": [e / e.sum()],
+        "softmax_no_normalise": [e],
+    }
 
 
-# --------------------------------------------------------------------------- notebook 01
-
-
-@checker
+@exercise("01.softmax")
 def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: softmax over the last axis with ``torch.exp``, numerically stable.
 
@@ -331,30 +359,23 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
             raise stop(HINTS(lang, "softmax_not_float", dtype=dtype_name(got)))
         return got
 
-    (x,) = _cases(1, (3, 5))
-    x = 3 * x
+    cases = _softmax_cases()
+    x = cases["scores"]
     got = run(x)
     if not close(got, torch.softmax(x, dim=-1)):
-        e = x.exp()
-        key = first_match(
-            got,
-            {
-                "wrong_axis": torch.softmax(x, dim=-2),
-                "softmax_global_sum": e / e.sum(),
-                "softmax_no_normalise": e,
-            },
-        )
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose([got], _softmax_mistakes(x), EVERY_CASE)
         if key is None and not close(got.double().sum(-1), torch.ones(3), atol=1e-4):
             key = "softmax_no_normalise"
         return HINTS(lang, key or "wrong_values")
-    near = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -999.0]])  # rows spanning 2 units
+    near = cases["near"]
     got = run(near)
     if not close(got, torch.softmax(near, dim=-1)):
         return HINTS(lang, "softmax_global_max" if bool(torch.isfinite(got[0]).all()) else "softmax_overflow")
-    spread = torch.tensor([[1000.0, 0.0, -5.0], [-1000.0, 5.0, 0.0], [3.0, 800.0, -800.0]])  # rows spanning 1000s
+    spread = cases["spread"]
     if not close(run(spread), torch.softmax(spread, dim=-1)):
         return HINTS(lang, "softmax_shift_not_max")
-    (x3,) = _cases(2, (2, 4, 6))
+    x3 = cases["batched"]
     if not close(run(x3), torch.softmax(x3, dim=-1)):
         return HINTS(lang, "softmax_batched")
     return correct(
@@ -364,28 +385,35 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
     )
 
 
-@explain(
-    "Restar a cada fila su máximo no cambia la softmax (el factor e^(−máx) se cancela al dividir) y deja "
-    "todos los exponentes ≤ 0: `exp` nunca se desborda y el mayor término vale 1, así que la suma nunca es 0. "
-    "`keepdim=True` conserva el eje para que la resta y la división se extiendan fila a fila, con o sin lote.",
-    "Subtracting each row's maximum leaves the softmax unchanged (the factor e^(−max) cancels in the division) "
-    "and makes every exponent ≤ 0: `exp` never overflows and the largest term is 1, so the sum is never 0. "
-    "`keepdim=True` keeps the axis so that the subtraction and the division broadcast row by row, batched or "
-    "not.",
-)
-def solution_softmax(x):
-    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
-    return e / e.sum(dim=-1, keepdim=True)
+# ---- 01.attention_weights ------------------------------------------------------------------------
 
 
-@checker
+def _weights_cases() -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """(q, k) with T = 3, S = 5, d_k = 8, then a batch with B = 2, T = 4, S = 7, d_k = 6."""
+    q, k = _cases(3, (3, 8), (5, 8))
+    return (2 * q, 2 * k), tuple(_cases(4, (2, 4, 6), (2, 7, 6)))
+
+
+def _weights_mistakes(raw: Tensor, d_k: int) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives from the unscaled scores ``raw`` (T, S); two lengths to scale by
+    (T or S) are one mistake."""
+    T, S = raw.shape
+    return [
+        ("no_scale", [torch.softmax(raw, dim=-1)]),
+        ("scale_d_k", [torch.softmax(raw / d_k, dim=-1)]),
+        ("scale_length", [torch.softmax(raw / math.sqrt(T), dim=-1)]),
+        ("wrong_axis", [torch.softmax(raw / math.sqrt(d_k), dim=-2)]),
+        ("scale_length", [torch.softmax(raw / math.sqrt(S), dim=-1)]),
+    ]
+
+
+@exercise("01.attention_weights")
 def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the attention weights softmax(q kᵀ / √d_k).
 
     ``attention_weights(q, k)`` takes q (..., T, d_k) and k (..., S, d_k) and returns (..., T, S).
     """
-    q, k = _cases(3, (3, 8), (5, 8))  # T = 3, S = 5, d_k = 8
-    q, k = 2 * q, 2 * k
+    (q, k), (qb, kb) = _weights_cases()
     raw = q @ k.T  # (T, S)
     want = torch.softmax(raw / math.sqrt(8), dim=-1)
     got = tensor(lang, attempt(lang, attention_weights, q.clone(), k.clone()))
@@ -394,41 +422,49 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        key = first_match(
-            got,
-            {
-                "no_scale": torch.softmax(raw, dim=-1),
-                "scale_d_k": torch.softmax(raw / 8, dim=-1),
-                "scale_length": torch.softmax(raw / math.sqrt(3), dim=-1),
-                "wrong_axis": torch.softmax(raw / math.sqrt(8), dim=-2),
-            },
-        )
-        if key is None and close(got, torch.softmax(raw / math.sqrt(5), dim=-1)):
-            key = "scale_length"
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose([got], _weights_mistakes(raw, d_k=8), EVERY_CASE)
         return HINTS(lang, key or "wrong_values")
-    qb, kb = _cases(4, (2, 4, 6), (2, 7, 6))  # B = 2, T = 4, S = 7, d_k = 6
     rawb = qb @ kb.transpose(-2, -1)  # (B, T, S)
     got = _on_batch(lang, attention_weights, qb.clone(), kb.clone())
     if not close(got, torch.softmax(rawb / math.sqrt(6), dim=-1)):
-        key = first_match(got, {"scale_shape_index": torch.softmax(rawb / math.sqrt(4), dim=-1)})
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose([got], {"scale_shape_index": [torch.softmax(rawb / math.sqrt(4), dim=-1)]}, EVERY_CASE)
         return HINTS(lang, key or "batched")
     return correct(lang, "Cada fila reparte 1 entre las claves.", "Each row shares 1 among the keys.")
 
 
-@explain(
-    "Las puntuaciones son los productos escalares de cada consulta con cada clave, `q @ kᵀ` (T, S); "
-    "`transpose(-2, -1)` traspone solo los dos últimos ejes, así que sirve también con lotes. La escala es "
-    "√d_k, el tamaño del último eje de `q`, y la softmax va sobre las claves (el último eje).",
-    "The scores are the dot products of every query with every key, `q @ kᵀ` (T, S); `transpose(-2, -1)` "
-    "swaps only the last two axes, so it works with batches too. The scale is √d_k, the size of `q`'s last "
-    "axis, and the softmax runs over the keys (the last axis).",
-)
-def solution_attention_weights(q, k):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T, S)
-    return torch.softmax(scores, dim=-1)
+# ---- 01.self_attention ---------------------------------------------------------------------------
 
 
-@checker
+def _self_attention_case() -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """x (T, d_model), W_q and W_k (d_model, d_k), W_v (d_model, d_v): T = 5, d_model = 7, d_k = 3, d_v = 2."""
+    x, W_q, W_k, W_v = _cases(5, (5, 7), (7, 3), (7, 3), (7, 2))
+    return 1.5 * x, W_q, W_k, W_v
+
+
+def _self_attention_mistakes(x: Tensor, raw: Tensor, V: Tensor) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives, from x (T, d_model), the unscaled scores Q Kᵀ ``raw`` (T, T)
+    and the values V (T, d_v); T = 5, d_model = 7, d_k = 3, d_v = 2."""
+
+    def attn(scores: Tensor, values: Tensor = V, dim: int = -1) -> Tensor:
+        return torch.softmax(scores, dim=dim) @ values
+
+    xx = x @ x.T  # (T, T): the scores without projections
+    return [
+        ("scale_d_model", [attn(raw / math.sqrt(7))]),
+        ("scale_length", [attn(raw / math.sqrt(5))]),
+        ("scale_d_v", [attn(raw / math.sqrt(2))]),
+        ("no_scale", [attn(raw)]),
+        ("scale_d_k", [attn(raw / 3)]),
+        ("wrong_axis", [attn(raw / math.sqrt(3), dim=-2)]),
+        ("swapped_qk", [attn(raw.T / math.sqrt(3))]),
+        ("no_projection", [attn(xx / math.sqrt(3))]),
+        ("no_projection", [attn(xx / math.sqrt(7))]),
+    ]
+
+
+@exercise("01.self_attention")
 def check_self_attention(
     self_attention: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor], lang: str | None = None
 ) -> Feedback:
@@ -438,8 +474,7 @@ def check_self_attention(
     W_v (d_model, d_v) and returns softmax(Q Kᵀ / √d_k) V, shape (T, d_v). The case has
     T = 5, d_model = 7, d_k = 3, d_v = 2, so that every width is told apart.
     """
-    x, W_q, W_k, W_v = _cases(5, (5, 7), (7, 3), (7, 3), (7, 2))
-    x = 1.5 * x
+    x, W_q, W_k, W_v = _self_attention_case()
     Q, K, V = x @ W_q, x @ W_k, x @ W_v
     raw = Q @ K.T  # (T, T)
 
@@ -455,23 +490,9 @@ def check_self_attention(
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        key = first_match(
-            got,
-            {
-                "scale_d_model": attn(raw / math.sqrt(7)),
-                "scale_length": attn(raw / math.sqrt(5)),
-                "scale_d_v": attn(raw / math.sqrt(2)),
-                "no_scale": attn(raw),
-                "scale_d_k": attn(raw / 3),
-                "wrong_axis": attn(raw / math.sqrt(3), dim=-2),
-                "swapped_qk": attn(raw.T / math.sqrt(3)),
-            },
-        )
-        if key is None:
-            xx = x @ x.T
-            key = first_match(got, {"no_projection": attn(xx / math.sqrt(3))}) or first_match(
-                got, {"no_projection": attn(xx / math.sqrt(7))}
-            )
+        # EVERY_CASE: one case, so the answer is the mistake's output there (the bank holds two ways to
+        # skip the projections, scaled by √d_k or by √d_model: either one names the mistake)
+        key = diagnose([got], _self_attention_mistakes(x, raw, V), EVERY_CASE)
         return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -480,28 +501,29 @@ def check_self_attention(
     )
 
 
-@explain(
-    "Primero las tres proyecciones: Q = x W_Q y K = x W_K (T, d_k), V = x W_V (T, d_v). Las puntuaciones "
-    "Q Kᵀ (T, T) se dividen entre √d_k, el ancho de Q y K (no d_model, el de x, ni T, el número de tokens); "
-    "la softmax de cada fila reparte 1 entre las claves y esos pesos combinan las filas de V.",
-    "First the three projections: Q = x W_Q and K = x W_K (T, d_k), V = x W_V (T, d_v). The scores Q Kᵀ "
-    "(T, T) are divided by √d_k, the width of Q and K (not d_model, that of x, nor T, the number of tokens); "
-    "each row's softmax shares 1 among the keys, and those weights combine the rows of V.",
-)
-def solution_self_attention(x, W_q, W_k, W_v):
-    Q, K, V = x @ W_q, x @ W_k, x @ W_v  # (T, d_k), (T, d_k), (T, d_v)
-    weights = torch.softmax(Q @ K.T / math.sqrt(K.size(-1)), dim=-1)  # (T, T)
-    return weights @ V  # (T, d_v)
+# ---- 02.split_heads ------------------------------------------------------------------------------
 
 
-# --------------------------------------------------------------------------- notebook 02
+def _heads_cases() -> list[tuple[Tensor, int]]:
+    """(x, H): x (B, T, D) and a number of heads, with B ≠ T ≠ H ≠ d_head."""
+    return [(_cases(seed, (B, T, D))[0], H) for seed, (B, T, D, H) in ((6, (2, 5, 12, 3)), (7, (3, 2, 8, 4)))]
 
 
-@checker
+def _heads_mistakes(x: Tensor, H: int) -> dict[str, list[Tensor]]:
+    """What each typical mistake gives from x (B, T, D), as (B, H, T, Dh)."""
+    B, T, D = x.shape
+    Dh = D // H
+    return {
+        "heads_direct_view": [x.reshape(B, H, T, Dh)],
+        "heads_interleaved": [x.view(B, T, Dh, H).permute(0, 3, 1, 2)],
+    }
+
+
+@exercise("02.split_heads")
 def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: (B, T, D) -> (B, H, T, d_head), head h taking columns h·d_head … (h+1)·d_head − 1."""
-    for seed, (B, T, D, H) in ((6, (2, 5, 12, 3)), (7, (3, 2, 8, 4))):
-        (x,) = _cases(seed, (B, T, D))
+    for x, H in _heads_cases():
+        B, T, D = x.shape
         Dh = D // H
         want = x.view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
         got = tensor(lang, attempt(lang, split_heads, x.clone(), H))
@@ -510,13 +532,8 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | 
         if got.shape != want.shape:
             return wrong_shape(lang, got, tuple(want.shape))
         if not close(got, want, atol=0.0, rtol=0.0):
-            key = first_match(
-                got,
-                {
-                    "heads_direct_view": x.reshape(B, H, T, Dh),
-                    "heads_interleaved": x.view(B, T, Dh, H).permute(0, 3, 1, 2),
-                },
-            )
+            # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+            key = diagnose([got], _heads_mistakes(x, H), EVERY_CASE)
             return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -525,18 +542,7 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | 
     )
 
 
-@explain(
-    "`view(B, T, H, d_head)` parte el último eje en H bloques contiguos de d_head columnas (la cabeza h "
-    "recibe las columnas h·d_head … (h+1)·d_head − 1); `transpose(1, 2)` lleva el eje de las cabezas delante "
-    "del de las posiciones. Ver `x` directamente como (B, H, T, d_head) daría la forma correcta con los "
-    "números mezclados.",
-    "`view(B, T, H, d_head)` splits the last axis into H contiguous blocks of d_head columns (head h gets "
-    "columns h·d_head … (h+1)·d_head − 1); `transpose(1, 2)` moves the heads' axis in front of the positions' "
-    "axis. Viewing `x` directly as (B, H, T, d_head) would give the right shape with the numbers mixed up.",
-)
-def solution_split_heads(x, n_heads):
-    B, T, D = x.shape
-    return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_head)
+# ---- 02.masked_attention -------------------------------------------------------------------------
 
 
 def _naive(q: Tensor, k: Tensor, mask: Tensor | None, scale: float, dim: int = -1) -> Tensor:
@@ -544,6 +550,32 @@ def _naive(q: Tensor, k: Tensor, mask: Tensor | None, scale: float, dim: int = -
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.nan_to_num(torch.softmax(scores, dim=dim))  # NaN counts as 0: a mistake may lack the guard
+
+
+def _masked_case() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """q (B, H, T, Dh), k and v (B, H, S, Dh) with B = 2, H = 4, T = 3, S = 5, Dh = 6; a mask (B, 1, T, S)
+    with padding and a shifted causal part; and a mask (B, 1, 1, S) whose second row allows no key."""
+    B, H, T, S, Dh = 2, 4, 3, 5, 6
+    q, k, v = _cases(8, (B, H, T, Dh), (B, H, S, Dh), (B, H, S, Dh))
+    lengths = torch.tensor([5, 3])
+    keys_ok = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
+    mask = keys_ok[:, None, None, :] & torch.ones(T, S, dtype=torch.bool).tril(diagonal=2)  # (B, 1, T, S)
+    empty = torch.tensor([[True, True, False, False, False], [False] * S])[:, None, None, :]  # (B, 1, 1, S)
+    return 1.5 * q, 1.5 * k, v, mask, empty
+
+
+def _masked_mistakes(q: Tensor, k: Tensor, mask: Tensor) -> dict[str, list[Tensor]]:
+    """The weights (B, H, T, S) each typical mistake gives."""
+    H, Dh = q.size(1), q.size(-1)
+    sq = math.sqrt(Dh)
+    return {
+        "mask_inverted": [_naive(q, k, ~mask, sq)],
+        "mask_ignored": [_naive(q, k, None, sq)],
+        "scale_d_model_heads": [_naive(q, k, mask, math.sqrt(H * Dh))],
+        "no_scale": [_naive(q, k, mask, 1.0)],
+        "scale_d_k": [_naive(q, k, mask, float(Dh))],
+        "wrong_axis": [_naive(q, k, mask, sq, dim=-2)],
+    }
 
 
 def _pair(lang: str, result: Any, want_out: Tensor, want_w: Tensor) -> tuple[Tensor, Tensor]:
@@ -559,7 +591,7 @@ def _pair(lang: str, result: Any, want_out: Tensor, want_w: Tensor) -> tuple[Ten
     return out, w
 
 
-@checker
+@exercise("02.masked_attention")
 def check_masked_attention(
     masked_attention: Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]], lang: str | None = None
 ) -> Feedback:
@@ -569,29 +601,14 @@ def check_masked_attention(
     a mask broadcastable to (B, H, T, S); returns ``(output, weights)``, (B, H, T, d_head) and
     (B, H, T, S). A row with no allowed key gets zero weights and zero output.
     """
-    B, H, T, S, Dh = 2, 4, 3, 5, 6
-    q, k, v = _cases(8, (B, H, T, Dh), (B, H, S, Dh), (B, H, S, Dh))
-    q, k = 1.5 * q, 1.5 * k
-    lengths = torch.tensor([5, 3])
-    keys_ok = torch.arange(S)[None, :] < lengths[:, None]  # (B, S)
-    mask = keys_ok[:, None, None, :] & torch.ones(T, S, dtype=torch.bool).tril(diagonal=2)  # (B, 1, T, S)
+    q, k, v, mask, empty = _masked_case()
     want_out, want_w = scaled_dot_product_attention(q, k, v, mask)
 
     result = attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), mask.clone())
     out, w = _pair(lang, result, want_out, want_w)
     if not close(w, want_w):
-        sq = math.sqrt(Dh)
-        key = first_match(
-            torch.nan_to_num(w),
-            {
-                "mask_inverted": _naive(q, k, ~mask, sq),
-                "mask_ignored": _naive(q, k, None, sq),
-                "scale_d_model_heads": _naive(q, k, mask, math.sqrt(H * Dh)),
-                "no_scale": _naive(q, k, mask, 1.0),
-                "scale_d_k": _naive(q, k, mask, float(Dh)),
-                "wrong_axis": _naive(q, k, mask, sq, dim=-2),
-            },
-        )
+        # EVERY_CASE: one case, so the answer is the mistake's output there
+        key = diagnose([torch.nan_to_num(w)], _masked_mistakes(q, k, mask), EVERY_CASE)
         if key is None and not torch.isfinite(w).all():
             key = "nan"
         return HINTS(lang, key or "wrong_values")
@@ -599,7 +616,7 @@ def check_masked_attention(
         return HINTS(lang, "output_wrong")
 
     # A batch whose second sequence is all padding: its rows have no allowed key.
-    empty = torch.tensor([[True, True, False, False, False], [False] * S])[:, None, None, :]  # (B, 1, 1, S)
+    S = k.size(2)
     want_out, want_w = scaled_dot_product_attention(q, k, v, empty)
     out, w = _pair(
         lang, attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), empty.clone()), want_out, want_w
@@ -617,27 +634,19 @@ def check_masked_attention(
     )
 
 
-@explain(
-    "Las puntuaciones de todas las cabezas salen de un solo `einsum` (B, H, T, S), escaladas por √d_head. "
-    "Donde la máscara es False se pone −∞, y la softmax les da peso 0. Una fila sin ninguna clave permitida "
-    "sería toda −∞ y daría 0/0 = NaN: esas filas se ponen a cero después de la softmax, y entonces su salida, "
-    "pesos por valores, también es cero.",
-    "The scores of every head come from one `einsum` (B, H, T, S), scaled by √d_head. Where the mask is "
-    "False they become −∞, and the softmax gives them weight 0. A row with no allowed key would be all −∞ "
-    "and give 0/0 = NaN: those rows are set to zero after the softmax, and then their output, weights times "
-    "values, is zero too.",
-)
-def solution_masked_attention(q, k, v, mask):
-    scores = torch.einsum("bhtd,bhsd->bhts", q, k) / math.sqrt(q.size(-1))  # (B, H, T, S)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    weights = weights.masked_fill(
-        ~mask.any(dim=-1, keepdim=True), 0.0
-    )  # «filas sin ninguna clave permitida|rows with no allowed key»
-    return weights @ v, weights  # (B, H, T, d_head), (B, H, T, S)
+# ---- 02.decoder_mask -----------------------------------------------------------------------------
 
 
-def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
+def _decoder_mask_cases() -> list[tuple[Tensor, int]]:
+    """(tokens (B, T), pad_id): right and left padding; then pad_id 3, where 0 is a word."""
+    return [
+        (torch.tensor([[5, 6, 7, 8, 0, 0], [0, 0, 9, 4, 5, 6]]), 0),
+        (torch.tensor([[3, 3, 1, 2, 0], [4, 1, 0, 3, 3], [2, 2, 2, 2, 2]]), 3),
+    ]
+
+
+def _decoder_mask_mistakes(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
+    """What each typical mistake gives for token ids (B, T): a mask that broadcasts to (B, H, T, T)."""
     T = tokens.size(1)
     ones = torch.ones(T, T, dtype=torch.bool)
     tril = ones.tril()
@@ -655,19 +664,15 @@ def _decoder_candidates(tokens: Tensor, pad_id: int) -> dict[str, Tensor]:
     }
 
 
-@checker
+@exercise("02.decoder_mask")
 def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the decoder's self-attention mask, causal AND padding (True = may attend).
 
     ``decoder_mask(tokens, pad_id)`` takes token ids (B, T) and returns a boolean mask that
     broadcasts to (B, H, T, T), e.g. of shape (B, 1, T, T).
     """
-    cases = (
-        (torch.tensor([[5, 6, 7, 8, 0, 0], [0, 0, 9, 4, 5, 6]]), 0),  # right and left padding
-        (torch.tensor([[3, 3, 1, 2, 0], [4, 1, 0, 3, 3], [2, 2, 2, 2, 2]]), 3),  # pad_id 3; 0 is a word
-    )
     H = 4
-    for tokens, pad_id in cases:
+    for tokens, pad_id in _decoder_mask_cases():
         B, T = tokens.shape
         want = target_mask(tokens, pad_id)  # (B, 1, T, T)
         got = tensor(lang, attempt(lang, decoder_mask, tokens.clone(), pad_id))
@@ -680,28 +685,11 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
         except RuntimeError:
             return HINTS(lang, "mask_shape", got=tuple(got.shape))
         if not torch.equal(full, want.expand(B, H, T, T)):
-            for key, value in _decoder_candidates(tokens, pad_id).items():
-                if torch.equal(full, value.expand(B, H, T, T)):
-                    return HINTS(lang, key)
-            return HINTS(lang, "mask_wrong")
+            # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+            mistakes = {key: [m.expand(B, H, T, T)] for key, m in _decoder_mask_mistakes(tokens, pad_id).items()}
+            return HINTS(lang, diagnose([full], mistakes, EVERY_CASE, same=torch.equal) or "mask_wrong")
     return correct(
         lang,
         "Así es la máscara de la autoatención del decodificador (decoder).",
         "This is the mask of the decoder's self-attention.",
     )
-
-
-@explain(
-    "Dos máscaras que se combinan con AND (`&`): la de relleno, (B, 1, 1, T), dice qué claves no son `pad_id` "
-    "y se extiende a todas las filas; la causal, (T, T), es el triángulo inferior con la diagonal (cada "
-    "posición ve a sí misma y a las anteriores). La difusión (broadcasting) da (B, 1, T, T), que se extiende "
-    "a las H cabezas.",
-    "Two masks combined with AND (`&`): the padding one, (B, 1, 1, T), says which keys are not `pad_id` and "
-    "extends over every row; the causal one, (T, T), is the lower triangle with the diagonal (each position "
-    "sees itself and earlier ones). Broadcasting gives (B, 1, T, T), which extends to the H heads.",
-)
-def solution_decoder_mask(tokens, pad_id):
-    T = tokens.size(1)
-    keys = (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
-    causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()  # (T, T)
-    return keys & causal  # (B, 1, T, T)

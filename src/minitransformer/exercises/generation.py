@@ -7,7 +7,7 @@ first compared with what the usual mistakes give; otherwise the hint says which 
 (the values of the kept tokens, the fill of the removed ones, how many tokens a row keeps, ...),
 without writing the code. The filters must be written by hand: the package's filters and
 ``transformers``' warpers are switched off while the student's function runs.
-``solution_<exercise>`` is a worked answer each checker accepts.
+The worked solutions are in the answer key :mod:`.solutions.nb09`.
 """
 
 from __future__ import annotations
@@ -23,91 +23,27 @@ from ..attention import scaled_dot_product_attention
 from ..sampling import top_k_filter, top_p_filter
 from ._core import (
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
-    checker,
     close,
     correct,
+    diagnose,
+    exercise,
     forbid,
     not_a_tensor,
     num,
     stop,
 )
-from .registry import explain
 
 __all__ = [
     "HINTS",
     "check_top_k",
     "check_top_p",
     "check_cached_attention",
-    "solution_my_top_k",
-    "solution_my_top_p",
-    "solution_my_cached_attention",
 ]
 
-NEG_INF = float("-inf")
-
-
-# ---------------------------------------------------------------------------------------
-# Worked solutions
-# ---------------------------------------------------------------------------------------
-
-
-@explain(
-    "Ordena cada fila de mayor a menor y toma el k-ésimo logit: todo lo que queda por debajo pasa a -inf y "
-    "la softmax le dará probabilidad 0. Los empates con el k-ésimo se quedan, como en la función del paquete.",
-    "Sort each row from largest to smallest and take the k-th logit: everything below it becomes -inf and the "
-    "softmax gives it probability 0. Ties with the k-th stay, as in the package's function.",
-)
-def solution_my_top_k(logits, k):
-    # «el k-ésimo mayor de cada fila, (B, 1)|the k-th largest of each row, (B, 1)»
-    kth = logits.sort(dim=-1, descending=True).values[..., k - 1 : k]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-@explain(
-    "Ordena las probabilidades de mayor a menor y suma: un token se queda si la masa de los más probables que "
-    "él aún no llega a p. Así el primero siempre se queda y el conjunto es el más pequeño cuya masa alcanza p. "
-    "`scatter` devuelve la decisión al orden del vocabulario.",
-    "Sort the probabilities from largest to smallest and add them up: a token stays if the mass of the tokens "
-    "more likely than it has not reached p yet. So the first one always stays and the set is the smallest whose "
-    "mass reaches p. `scatter` puts the decision back in vocabulary order.",
-)
-def solution_my_top_p(logits, p):
-    probs = torch.softmax(logits, dim=-1)
-    sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V)
-    # «masa de los tokens más probables que cada uno|mass of the tokens more likely than each one»
-    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
-    # «el primero se queda siempre: antes de él, la masa es 0|the first one always stays: the mass before it is 0»
-    keep_sorted = mass_before < p
-    # «de vuelta al orden del vocabulario|back to vocabulary order»
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-    return logits.masked_fill(~keep, float("-inf"))
-
-
-@explain(
-    "Las claves y los valores nuevos se añaden al final de la caché (dimensión 2, la de las posiciones); las "
-    "consultas nuevas miran a todo lo guardado y, entre las nuevas, solo hacia atrás: la consulta i ve las "
-    "posiciones 0 … S + i, una máscara triangular desplazada S columnas.",
-    "The new keys and values go at the end of the cache (dimension 2, the positions); the new queries look at "
-    "everything stored and, among the new ones, only backwards: query i sees positions 0 … S + i, a triangular "
-    "mask shifted by S columns.",
-)
-def solution_my_cached_attention(q, k, v, k_cache, v_cache):
-    k_cache = torch.cat([k_cache, k], dim=2)  # (B, H, S + T, Dh)
-    v_cache = torch.cat([v_cache, v], dim=2)  # (B, H, S + T, Dh)
-    T, L = q.size(2), k_cache.size(2)
-    scores = q @ k_cache.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S + T)
-    # «el token nuevo i ve las posiciones 0 … S + i|new token i sees positions 0 … S + i»
-    allowed = torch.ones(T, L, dtype=torch.bool, device=q.device).tril(diagonal=L - T)
-    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-    return weights @ v_cache, k_cache, v_cache
-
-
-# ---------------------------------------------------------------------------------------
-# Hints: each one follows from one check
-# ---------------------------------------------------------------------------------------
 
 HINTS = Hints(
     {
@@ -320,6 +256,12 @@ HINTS = Hints(
     }
 )
 
+
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+NEG_INF = float("-inf")
+
+
 # The package's filters and transformers' warpers do the exercise: switched off while the student's code runs.
 _FILTERS = [
     ("minitransformer.sampling.top_k_filter", "top_k_filter"),
@@ -336,11 +278,6 @@ _WHY = (
     "el ejercicio es escribir el filtro tú, con operaciones de PyTorch (`sort`, `topk`, `cumsum`, `masked_fill`, …).",
     "the exercise is to write the filter yourself, with PyTorch operations (`sort`, `topk`, `cumsum`, `masked_fill`, …).",
 )
-
-
-# ---------------------------------------------------------------------------------------
-# Shared checks of what a filter returns
-# ---------------------------------------------------------------------------------------
 
 
 def _run_filter(lang: str, fn: Any, logits: Tensor, arg: float) -> Tensor:
@@ -397,9 +334,7 @@ def _kept(lang: str, got: Tensor, logits: Tensor, want: Tensor) -> Tensor:
     raise stop(HINTS(lang, "magic_fill" if value < -1e4 else "finite_removed", value=num(lang, value)))
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 1: top-k
-# ---------------------------------------------------------------------------------------
+# ---- 09.top_k ------------------------------------------------------------------------------------
 
 
 def _top_k_cases() -> list[tuple[Tensor, int]]:
@@ -439,7 +374,9 @@ def _top_k_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, k
     tied = [r for r in range(len(kept)) if int(want_counts[r]) > k and int(counts[r]) == k]
     if tied and bool((kept <= want_kept).all()):
         return HINTS(lang, "k_ties", row=tied[0]), True
-    if any(torch.equal(kept, m) for m in _kept_top_k_mistakes(logits, k)):
+    # EVERY_CASE on this case: three ways to take a threshold that is not per row, one hint
+    not_per_row = [("k_not_per_row", [m]) for m in _kept_top_k_mistakes(logits, k)]
+    if diagnose([kept], not_per_row, EVERY_CASE, same=torch.equal):
         return HINTS(lang, "k_not_per_row", k=k), True
     wrong_rows = [r for r in range(len(kept)) if int(counts[r]) != int(want_counts[r])]
     if wrong_rows:
@@ -450,9 +387,11 @@ def _top_k_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, k
     return HINTS(lang, "k_not_largest", k=k, row=r), False
 
 
-def _first_named(diagnoses: list[tuple[Feedback, bool]], success: Feedback) -> Feedback:
-    """Every case is run first: a hint that names a mistake, from any case, wins over a fact from an
-    earlier one; ``success`` when no case failed."""
+def _named_in_any_case(diagnoses: list[tuple[Feedback, bool]], success: Feedback) -> Feedback:
+    """How the cases' diagnoses combine (the ANY_CASE policy of :func:`~._core.diagnose`, over ladders
+    of checks): every case is run first, and a hint that names a mistake, from any case, wins over a
+    fact from an earlier one, because a filter that fails only on ties, or only on one scale, shows its
+    mistake in that case alone; the first failing case's fact otherwise; ``success`` when no case failed."""
     named = [fb for fb, is_named in diagnoses if is_named]
     return (named or [fb for fb, _ in diagnoses] or [success])[0]
 
@@ -470,11 +409,11 @@ def _filter_diagnoses(lang, fn, cases, reference, mistake) -> list[tuple[Feedbac
     return diagnoses
 
 
-@checker
+@exercise("09.top_k")
 def check_top_k(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, k)``: logits (B, V) -> logits with all but the k largest of each row
     (and ties with the k-th) set to -inf."""
-    return _first_named(
+    return _named_in_any_case(
         _filter_diagnoses(lang, fn, _top_k_cases(), top_k_filter, _top_k_mistake),
         correct(
             lang,
@@ -484,9 +423,7 @@ def check_top_k(fn, lang: str | None = None) -> Feedback:
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 2: top-p
-# ---------------------------------------------------------------------------------------
+# ---- 09.top_p ------------------------------------------------------------------------------------
 
 
 def _top_p_cases() -> list[tuple[Tensor, float]]:
@@ -524,9 +461,11 @@ def _top_p_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, p
     empty = [r for r in range(len(kept)) if int(counts[r]) == 0]
     if empty:
         return HINTS(lang, "p_empty_row", p=p_text, row=empty[0]), True
-    for key, mistake in _kept_top_p_mistakes(logits, p, want_kept).items():
-        if torch.equal(kept, mistake):
-            return HINTS(lang, key), True
+    # EVERY_CASE on this case: every case is run, and _named_in_any_case picks the case that names one
+    mistakes = {key: [mistake] for key, mistake in _kept_top_p_mistakes(logits, p, want_kept).items()}
+    key = diagnose([kept], mistakes, EVERY_CASE, same=torch.equal)
+    if key is not None:
+        return HINTS(lang, key), True
     probs = torch.softmax(logits.double(), dim=-1)
     for r in range(len(kept)):
         if bool((~kept[r]).any()) and probs[r][kept[r]].min() < probs[r][~kept[r]].max():
@@ -540,11 +479,11 @@ def _top_p_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, p
     return HINTS(lang, "p_extra", p=p_text, row=r, got=int(counts[r]), want=int(want_counts[r])), False
 
 
-@checker
+@exercise("09.top_p")
 def check_top_p(fn, lang: str | None = None) -> Feedback:
     """``fn(logits, p)``: logits (B, V) -> logits where, in each row, only the smallest set of
     most likely tokens whose probability reaches p stays; the rest are -inf."""
-    return _first_named(
+    return _named_in_any_case(
         _filter_diagnoses(lang, fn, _top_p_cases(), top_p_filter, _top_p_mistake),
         correct(
             lang,
@@ -554,9 +493,7 @@ def check_top_p(fn, lang: str | None = None) -> Feedback:
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 3: one attention step with a cache
-# ---------------------------------------------------------------------------------------
+# ---- 09.cached_attention -------------------------------------------------------------------------
 
 
 def _attention_cases() -> list[tuple[Tensor, ...]]:
@@ -574,6 +511,25 @@ def _attend(q: Tensor, keys: Tensor, values: Tensor, allowed: Tensor | None, sca
     if allowed is not None:
         scores = scores.masked_fill(~allowed, NEG_INF)
     return torch.softmax(scores, dim=-1) @ values
+
+
+def _cache_mistakes(q: Tensor, k: Tensor, v: Tensor, keys: Tensor, values: Tensor, S: int) -> dict[str, list[Tensor]]:
+    """The output (B, H, T, Dh) each typical mistake gives, where it differs from the right one: ``keys``
+    and ``values`` (B, H, S + T, Dh) are the right caches, ``k`` and ``v`` the new tokens' alone."""
+    B, H, T, Dh = q.shape
+    L = S + T
+    causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
+    mistakes = {"new_only": scaled_dot_product_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())[0]}
+    if T > 1:  # one new token sees everything anyway
+        mistakes["no_causal"] = scaled_dot_product_attention(q, keys, values)[0]
+    if S:  # without a cache the mask needs no shift
+        mistakes["unshifted"] = scaled_dot_product_attention(
+            q, keys, values, torch.ones(T, L, dtype=torch.bool).tril()
+        )[0]
+    for scale, key in [(1.0, "no_scale"), (math.sqrt(L), "scale_length"), (math.sqrt(H * Dh), "scale_width")]:
+        if scale != math.sqrt(Dh):
+            mistakes[key] = _attend(q, keys, values, causal, scale)
+    return {key: [out] for key, out in mistakes.items()}
 
 
 def _cache_step(
@@ -615,20 +571,14 @@ def _cache_step(
     causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
     if close(out, scaled_dot_product_attention(q, want_k, want_v, causal)[0], atol=1e-5):
         return None
-    if close(out, scaled_dot_product_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril())[0], atol=1e-5):
-        return HINTS(lang, "new_only"), True
-    if T > 1 and close(out, scaled_dot_product_attention(q, want_k, want_v)[0], atol=1e-5):
-        return HINTS(lang, "no_causal"), True
-    unshifted = torch.ones(T, L, dtype=torch.bool).tril()
-    if S and close(out, scaled_dot_product_attention(q, want_k, want_v, unshifted)[0], atol=1e-5):
-        return HINTS(lang, "unshifted"), True
-    for scale, key in [(1.0, "no_scale"), (math.sqrt(L), "scale_length"), (math.sqrt(H * Dh), "scale_width")]:
-        if scale != math.sqrt(Dh) and close(out, _attend(q, want_k, want_v, causal, scale), atol=1e-5):
-            return HINTS(lang, key), True
+    # EVERY_CASE on this case: every case is run, and _named_in_any_case picks the case that names one
+    key = diagnose([out], _cache_mistakes(q, k, v, want_k, want_v, S), EVERY_CASE, atol=1e-5)
+    if key is not None:
+        return HINTS(lang, key), True
     return HINTS(lang, "attention_values", S=S, T=T), False
 
 
-@checker
+@exercise("09.cached_attention")
 def check_cached_attention(fn, lang: str | None = None) -> Feedback:
     """``fn(q, k, v, k_cache, v_cache)`` -> ``(out, k_cache, v_cache)``: the new tokens'
     causal attention over the cached and new keys, and the cache with the new keys and
@@ -639,7 +589,7 @@ def check_cached_attention(fn, lang: str | None = None) -> Feedback:
         diagnosis = _cache_step(lang, got, q, k, v, k_cache, v_cache)
         if diagnosis is not None:
             diagnoses.append(diagnosis)
-    return _first_named(
+    return _named_in_any_case(
         diagnoses,
         correct(
             lang,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -10,8 +11,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..model import Transformer, TransformerConfig
-from ._core import Feedback, Hints, attempt, checker, correct
-from .registry import explain
+from ._core import EVERY_CASE, Feedback, Hints, attempt, correct, diagnose, exercise
 
 __all__ = ["HINTS", "check_attention_shapes", "check_mha_parameters"]
 
@@ -73,6 +73,9 @@ HINTS = Hints(
 )
 
 
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
 def _shape(x: Any) -> tuple[int, ...] | None:
     try:
         shape = tuple(int(d) for d in x)
@@ -81,7 +84,13 @@ def _shape(x: Any) -> tuple[int, ...] | None:
     return shape
 
 
-@checker
+# ---- 00.attention_shapes -------------------------------------------------------------------------
+
+
+_SHAPE_CASES = ((2, 7, 5, 4), (3, 4, 6, 2))  # (B, S, T, H), all different
+
+
+@exercise("00.attention_shapes")
 def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the shapes of the attention maps of one forward pass.
 
@@ -89,7 +98,7 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
     of one layer's encoder self-attention, decoder self-attention and cross-attention maps.
     The right answer is measured on a real :class:`~minitransformer.model.Transformer`.
     """
-    for B, S, T, H in ((2, 7, 5, 4), (3, 4, 6, 2)):
+    for B, S, T, H in _SHAPE_CASES:
         config = TransformerConfig(
             src_vocab_size=11,
             tgt_vocab_size=13,
@@ -131,10 +140,27 @@ def check_attention_shapes(attention_shapes: Callable[[int, int, int, int], Any]
     )
 
 
-@checker
+# ---- 00.mha_parameters ---------------------------------------------------------------------------
+
+
+_MHA_CASES = ((512, 8), (64, 4), (30, 5))  # (d_model, n_heads)
+
+
+def _mha_mistakes(D: int, H: int, right: int) -> list[tuple[str, list[int]]]:
+    """What each typical mistake counts for ``MultiHeadAttention(D, H)``, whose right count is ``right``."""
+    Dh = D // H
+    per_head = [H * right, 4 * H * D * D, 4 * (D * Dh + Dh), 4 * D * Dh]  # one head's, or H times
+    return [("per_head", [n]) for n in per_head] + [
+        ("no_bias", [4 * D * D]),
+        ("three_projections", [3 * (D * D + D)]),
+        ("three_projections", [3 * D * D]),
+    ]
+
+
+@exercise("00.mha_parameters")
 def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = None) -> Feedback:
     """Exercise: the number of parameters of ``MultiHeadAttention(d_model, n_heads)``."""
-    for D, H in ((512, 8), (64, 4), (30, 5)):
+    for D, H in _MHA_CASES:
         want = sum(p.numel() for p in MultiHeadAttention(D, H).parameters())
         got = attempt(lang, count, D, H)
         if isinstance(got, torch.Tensor) and got.numel() == 1:
@@ -145,43 +171,13 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = No
             return HINTS(lang, "not_int")
         if got == want:
             continue
-        Dh = D // H
-        wrong = {
-            4 * D * D: "no_bias",
-            3 * (D * D + D): "three_projections",
-            3 * D * D: "three_projections",
-        }
-        if got in (H * want, 4 * H * D * D, 4 * (D * Dh + Dh), 4 * D * Dh):
-            return HINTS(lang, "per_head")
-        key = wrong.get(got, "wrong_count")
-        return HINTS(lang, key, d=D, h=H, want=want, got=got) if key == "wrong_count" else HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        key = diagnose([got], _mha_mistakes(D, H, want), EVERY_CASE, same=operator.eq)
+        if key is not None:
+            return HINTS(lang, key)
+        return HINTS(lang, "wrong_count", d=D, h=H, want=want, got=got)
     return correct(
         lang,
         "4·(d_model² + d_model): 1 050 624 para el modelo base (d_model = 512).",
         "4·(d_model² + d_model): 1,050,624 for the base model (d_model = 512).",
     )
-
-
-@explain(
-    "Cada mapa tiene una fila por consulta y una columna por clave, y uno por cabeza: (B, H, consultas, "
-    "claves). En el codificador el origen se mira a sí mismo (S × S); en la autoatención del decodificador, "
-    "el destino a sí mismo (T × T); en la atención cruzada las consultas son del destino y las claves del "
-    "origen (T × S).",
-    "Each map has one row per query and one column per key, and there is one per head: (B, H, queries, "
-    "keys). In the encoder the source looks at itself (S × S); in the decoder's self-attention the target "
-    "looks at itself (T × T); in cross-attention the queries come from the target and the keys from the "
-    "source (T × S).",
-)
-def solution_attention_shapes(B, S, T, n_heads):
-    return (B, n_heads, S, S), (B, n_heads, T, T), (B, n_heads, T, S)
-
-
-@explain(
-    "Cuatro `nn.Linear(d_model, d_model)`: cada una tiene d_model² pesos y d_model sesgos. Las cabezas se "
-    "reparten las columnas de esas mismas matrices, así que el número no depende de `n_heads`: "
-    "4·(d_model² + d_model).",
-    "Four `nn.Linear(d_model, d_model)`: each has d_model² weights and d_model biases. The heads share out "
-    "the columns of those same matrices, so the count does not depend on `n_heads`: 4·(d_model² + d_model).",
-)
-def solution_mha_parameters(d_model, n_heads):
-    return 4 * (d_model * d_model + d_model)

@@ -14,10 +14,124 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..layers import FeedForward
-from ._core import Feedback, attempt, checker, close, correct, forbid, name_mistake, not_yet, randn, tensor
-from .registry import explain
+from ._core import (
+    COMMON_HINTS,
+    EVERY_CASE,
+    Feedback,
+    Hints,
+    attempt,
+    close,
+    correct,
+    diagnose,
+    exercise,
+    forbid,
+    randn,
+    tensor,
+)
 
-__all__ = ["check_layer_norm", "check_post_ln_sublayer", "check_rms_norm"]
+__all__ = ["HINTS", "check_layer_norm", "check_post_ln_sublayer", "check_rms_norm"]
+
+
+HINTS = Hints(
+    {
+        **COMMON_HINTS,
+        # layer norm
+        "ln_not_finite": (
+            "con un token constante (varianza 0) tu resultado no es finito: suma `eps` a la varianza antes de la raíz.",
+            "with a constant token (variance 0) your result is not finite: add `eps` to the variance "
+            "before the square root.",
+        ),
+        "ln_unbiased": (
+            "usas la varianza insesgada (dividida entre D − 1). La normalización de capa divide entre D: "
+            "`x.var(dim=-1, unbiased=False)`.",
+            "you use the unbiased variance (divided by D − 1). Layer normalisation divides by D: "
+            "`x.var(dim=-1, unbiased=False)`.",
+        ),
+        "ln_no_affine": (
+            "falta la transformación afín final: multiplica por `gamma` y suma `beta`.",
+            "the final affine step is missing: multiply by `gamma` and add `beta`.",
+        ),
+        "ln_eps_outside": (
+            "`eps` va dentro de la raíz: √(σ² + ε), no √σ² + ε.",
+            "`eps` goes inside the square root: √(σ² + ε), not √σ² + ε.",
+        ),
+        "fixed_eps": (
+            "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
+            "you do not use the `eps` argument (did you write 1e-5 by hand?).",
+        ),
+        "ln_over_batch": (
+            "normalizas a lo largo del lote (dim=0). Cada token se normaliza con sus propias "
+            "características: usa `dim=-1`.",
+            "you normalise across the batch (dim=0). Each token is normalised over its own features: use `dim=-1`.",
+        ),
+        "ln_wrong": (
+            "el resultado no coincide con la normalización de capa. Revisa la fórmula del cuaderno: "
+            "sobre qué dimensión van la media y la varianza, dónde va ε, y el orden de γ y β.",
+            "the result does not match layer normalisation. Check the notebook's formula: over which "
+            "dimension the mean and the variance run, where ε goes, and the order of γ and β.",
+        ),
+        # post-LN sublayer
+        "post_pre_ln": (
+            "eso es pre-LN, x + Subcapa(LayerNorm(x)). En post-LN (el artículo) la norma va después de la suma.",
+            "that is pre-LN, x + Sublayer(LayerNorm(x)). In post-LN (the paper) the norm comes after the sum.",
+        ),
+        "post_no_residual": (
+            "falta la conexión residual: suma la entrada `x` a la salida de la subcapa antes de normalizar.",
+            "the residual connection is missing: add the input `x` to the sublayer's output before normalising.",
+        ),
+        "post_no_norm": (
+            "falta la normalización: aplica `norm` a la suma.",
+            "the normalisation is missing: apply `norm` to the sum.",
+        ),
+        "post_norm_x_only": (
+            "normaliza la suma x + Subcapa(x), no solo `x`.",
+            "normalise the sum x + Sublayer(x), not just `x`.",
+        ),
+        "post_norm_before": (
+            "en post-LN la subcapa recibe `x` directamente: no normalices antes de la subcapa, solo después de "
+            "la suma.",
+            "in post-LN the sublayer takes `x` directly: do not normalise before the sublayer, only after the sum.",
+        ),
+        "post_wrong": (
+            "el resultado no coincide con la conexión post-LN del artículo: revisa qué recibe la "
+            "subcapa, qué se suma en la conexión residual y qué se normaliza.",
+            "the result does not match the paper's post-LN connection: check what the sublayer takes, what "
+            "the residual connection adds and what is normalised.",
+        ),
+        # RMSNorm
+        "rms_not_finite": (
+            "con un token de ceros tu resultado no es finito: suma `eps` dentro de la raíz.",
+            "with a token of zeros your result is not finite: add `eps` inside the square root.",
+        ),
+        "rms_centred": (
+            "restas la media: eso es la normalización de capa. RMSNorm solo divide entre la raíz de la media de "
+            "los cuadrados, sin centrar.",
+            "you subtract the mean: that is layer normalisation. RMSNorm only divides by the root of the mean of "
+            "the squares, without centring.",
+        ),
+        "rms_no_gamma": ("falta multiplicar por `gamma`.", "multiplying by `gamma` is missing."),
+        "rms_eps_outside": (
+            "`eps` va dentro de la raíz: √(media(x²) + ε).",
+            "`eps` goes inside the square root: √(mean(x²) + ε).",
+        ),
+        "rms_sum": (
+            "usa la media de los cuadrados (`mean`), no su suma.",
+            "use the mean of the squares (`mean`), not their sum.",
+        ),
+        "rms_no_sqrt": (
+            "falta la raíz cuadrada: divide entre √(media(x²) + ε).",
+            "the square root is missing: divide by √(mean(x²) + ε).",
+        ),
+        "rms_wrong": (
+            "el resultado no coincide con `F.rms_norm`: x / √(media(x²) + ε) · γ, con la media sobre la "
+            "última dimensión.",
+            "the result does not match `F.rms_norm`: x / √(mean(x²) + ε) · γ, with the mean over the last dimension.",
+        ),
+    }
+)
+
+
+# ---- shared by the exercises below ---------------------------------------------------------------
 
 
 def _not_finite(got, x: Tensor) -> bool:
@@ -62,36 +176,25 @@ def _run(lang: str, fn: Callable[..., Tensor], tools: tuple[str, ...], *args):
         return attempt(lang, fn, *args)
 
 
-def _layer_norm_variants(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:
+# ---- 04.layer_norm -------------------------------------------------------------------------------
+
+
+def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str, Tensor]:
+    """What each typical mistake gives, by its hint's key."""
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, keepdim=True, unbiased=False)
-    return [
-        (
-            (x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
-            "usas la varianza insesgada (dividida entre D − 1). La normalización de capa divide entre D: "
-            "`x.var(dim=-1, unbiased=False)`.",
-            "you use the unbiased variance (divided by D − 1). Layer normalisation divides by D: "
-            "`x.var(dim=-1, unbiased=False)`.",
-        ),
-        (
-            (x - mean) / torch.sqrt(var + eps),
-            "falta la transformación afín final: multiplica por `gamma` y suma `beta`.",
-            "the final affine step is missing: multiply by `gamma` and add `beta`.",
-        ),
-        (
-            (x - mean) / (torch.sqrt(var) + eps) * gamma + beta,
-            "`eps` va dentro de la raíz: √(σ² + ε), no √σ² + ε.",
-            "`eps` goes inside the square root: √(σ² + ε), not √σ² + ε.",
-        ),
-        (
-            F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5),
-            "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
-            "you do not use the `eps` argument (did you write 1e-5 by hand?).",
-        ),
-    ]
+    mean_first = x.mean(dim=0, keepdim=True)
+    std_first = x.var(dim=0, keepdim=True, unbiased=False).add(eps).sqrt()
+    return {
+        "ln_unbiased": (x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
+        "ln_no_affine": (x - mean) / torch.sqrt(var + eps),
+        "ln_eps_outside": (x - mean) / (torch.sqrt(var) + eps) * gamma + beta,
+        "fixed_eps": F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5),
+        "ln_over_batch": (x - mean_first) / std_first * gamma + beta,
+    }
 
 
-@checker
+@exercise("04.layer_norm")
 def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``layer_norm(x, gamma, beta, eps)`` against ``torch.nn.functional.layer_norm``.
 
@@ -102,12 +205,7 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None)
     gamma, beta = torch.ones(4), torch.arange(4.0)
     got = _run(lang, layer_norm, _LAYER_NORM, x.clone(), gamma.clone(), beta.clone(), 1e-5)
     if _not_finite(got, x):
-        return not_yet(
-            lang,
-            "con un token constante (varianza 0) tu resultado no es finito: suma `eps` a la varianza antes de la raíz.",
-            "with a constant token (variance 0) your result is not finite: add `eps` to the variance "
-            "before the square root.",
-        )
+        return HINTS(lang, "ln_not_finite")
     cases = [
         (randn(2, 5, 8, seed=1) * 3 + 1, randn(8, seed=2), randn(8, seed=3), 1e-5),
         (randn(3, 6, seed=4) * 0.3, randn(6, seed=5), randn(6, seed=6), 0.5),
@@ -118,29 +216,18 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None)
         got = _same_shape(lang, got, expected)
         if _close(got, expected):
             continue
-        name_mistake(lang, got, _layer_norm_variants(x, gamma, beta, eps), **_TOL)
-        mean_first = x.mean(dim=0, keepdim=True)
-        std_first = x.var(dim=0, keepdim=True, unbiased=False).add(eps).sqrt()
-        if _close(got, (x - mean_first) / std_first * gamma + beta):
-            return not_yet(
-                lang,
-                "normalizas a lo largo del lote (dim=0). Cada token se normaliza con sus propias "
-                "características: usa `dim=-1`.",
-                "you normalise across the batch (dim=0). Each token is normalised over its own features: use `dim=-1`.",
-            )
-        return not_yet(
-            lang,
-            "el resultado no coincide con la normalización de capa. Revisa la fórmula del cuaderno: "
-            "sobre qué dimensión van la media y la varianza, dónde va ε, y el orden de γ y β.",
-            "the result does not match layer normalisation. Check the notebook's formula: over which "
-            "dimension the mean and the variance run, where ε goes, and the order of γ and β.",
-        )
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        mistakes = {key: [wrong] for key, wrong in _layer_norm_mistakes(x, gamma, beta, eps).items()}
+        return HINTS(lang, diagnose([got], mistakes, EVERY_CASE, **_TOL) or "ln_wrong")
     return correct(
         lang, "Coincide con `F.layer_norm` (y con `nn.LayerNorm`).", "It matches `F.layer_norm` (and `nn.LayerNorm`)."
     )
 
 
-@checker
+# ---- 04.sublayer_connection ----------------------------------------------------------------------
+
+
+@exercise("04.sublayer_connection")
 def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``sublayer_connection(x, sublayer, norm)`` = norm(x + sublayer(x)) (post-LN).
 
@@ -164,79 +251,34 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
                 "Es la conexión post-LN del artículo: LayerNorm(x + Subcapa(x)).",
                 "It is the paper's post-LN connection: LayerNorm(x + Sublayer(x)).",
             )
-        variants = [
-            (
-                x + sublayer(norm(x)),
-                "eso es pre-LN, x + Subcapa(LayerNorm(x)). En post-LN (el artículo) la norma va después de la suma.",
-                "that is pre-LN, x + Sublayer(LayerNorm(x)). In post-LN (the paper) the norm comes after the sum.",
-            ),
-            (
-                norm(sublayer(x)),
-                "falta la conexión residual: suma la entrada `x` a la salida de la subcapa antes de normalizar.",
-                "the residual connection is missing: add the input `x` to the sublayer's output before normalising.",
-            ),
-            (
-                x + sublayer(x),
-                "falta la normalización: aplica `norm` a la suma.",
-                "the normalisation is missing: apply `norm` to the sum.",
-            ),
-            (
-                norm(x) + sublayer(x),
-                "normaliza la suma x + Subcapa(x), no solo `x`.",
-                "normalise the sum x + Sublayer(x), not just `x`.",
-            ),
-            (
-                norm(x + sublayer(norm(x))),
-                "en post-LN la subcapa recibe `x` directamente: no normalices antes de la subcapa, solo después de "
-                "la suma.",
-                "in post-LN the sublayer takes `x` directly: do not normalise before the sublayer, only after the sum.",
-            ),
-        ]
-    name_mistake(lang, got, variants, **_TOL)
-    return not_yet(
-        lang,
-        "el resultado no coincide con la conexión post-LN del artículo: revisa qué recibe la "
-        "subcapa, qué se suma en la conexión residual y qué se normaliza.",
-        "the result does not match the paper's post-LN connection: check what the sublayer takes, what "
-        "the residual connection adds and what is normalised.",
-    )
+        mistakes = {
+            "post_pre_ln": [x + sublayer(norm(x))],
+            "post_no_residual": [norm(sublayer(x))],
+            "post_no_norm": [x + sublayer(x)],
+            "post_norm_x_only": [norm(x) + sublayer(x)],
+            "post_norm_before": [norm(x + sublayer(norm(x)))],
+        }
+    # EVERY_CASE: one case, so the answer is the mistake's output there
+    return HINTS(lang, diagnose([got], mistakes, EVERY_CASE, **_TOL) or "post_wrong")
 
 
-def _rms_norm_variants(x: Tensor, gamma: Tensor, eps: float) -> list[tuple[Tensor, str, str]]:
+# ---- 04.rms_norm ---------------------------------------------------------------------------------
+
+
+def _rms_norm_mistakes(x: Tensor, gamma: Tensor, eps: float) -> dict[str, Tensor]:
+    """What each typical mistake gives, by its hint's key."""
     mean_sq = (x**2).mean(dim=-1, keepdim=True)
-    return [
-        (
-            F.layer_norm(x, x.shape[-1:], gamma, None, eps),
-            "restas la media: eso es la normalización de capa. RMSNorm solo divide entre la raíz de la media de "
-            "los cuadrados, sin centrar.",
-            "you subtract the mean: that is layer normalisation. RMSNorm only divides by the root of the mean of "
-            "the squares, without centring.",
-        ),
-        (x / torch.sqrt(mean_sq + eps), "falta multiplicar por `gamma`.", "multiplying by `gamma` is missing."),
-        (
-            x / (torch.sqrt(mean_sq) + eps) * gamma,
-            "`eps` va dentro de la raíz: √(media(x²) + ε).",
-            "`eps` goes inside the square root: √(mean(x²) + ε).",
-        ),
-        (
-            x / torch.sqrt((x**2).sum(dim=-1, keepdim=True) + eps) * gamma,
-            "usa la media de los cuadrados (`mean`), no su suma.",
-            "use the mean of the squares (`mean`), not their sum.",
-        ),
-        (
-            x / (mean_sq + eps) * gamma,
-            "falta la raíz cuadrada: divide entre √(media(x²) + ε).",
-            "the square root is missing: divide by √(mean(x²) + ε).",
-        ),
-        (
-            F.rms_norm(x, x.shape[-1:], gamma, 1e-5),
-            "no usas el argumento `eps` (¿escribiste 1e-5 a mano?).",
-            "you do not use the `eps` argument (did you write 1e-5 by hand?).",
-        ),
-    ]
+    return {
+        "rms_centred": F.layer_norm(x, x.shape[-1:], gamma, None, eps),
+        "rms_no_gamma": x / torch.sqrt(mean_sq + eps),
+        "rms_eps_outside": x / (torch.sqrt(mean_sq) + eps) * gamma,
+        "rms_sum": x / torch.sqrt((x**2).sum(dim=-1, keepdim=True) + eps) * gamma,
+        "rms_no_sqrt": x / (mean_sq + eps) * gamma,
+        "fixed_eps": F.rms_norm(x, x.shape[-1:], gamma, 1e-5),
+    }
 
 
-@checker
+@exercise("04.rms_norm")
 def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``rms_norm(x, gamma, eps)`` = x / √(mean(x²) + ε) · γ against ``F.rms_norm``.
 
@@ -245,11 +287,7 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str | None = None) -> 
     x = torch.zeros(1, 2, 4)  # a token of zeros: only ε keeps 0 / 0 away
     got = _run(lang, rms_norm, _RMS_NORM, x.clone(), torch.ones(4), 1e-6)
     if _not_finite(got, x):
-        return not_yet(
-            lang,
-            "con un token de ceros tu resultado no es finito: suma `eps` dentro de la raíz.",
-            "with a token of zeros your result is not finite: add `eps` inside the square root.",
-        )
+        return HINTS(lang, "rms_not_finite")
     cases = [
         (randn(2, 5, 8, seed=60) * 2 + 0.7, randn(8, seed=61), 1e-6),
         (randn(3, 6, seed=62) * 0.4, randn(6, seed=63), 0.5),
@@ -260,52 +298,9 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str | None = None) -> 
         got = _same_shape(lang, got, expected)
         if _close(got, expected):
             continue
-        name_mistake(lang, got, _rms_norm_variants(x, gamma, eps), **_TOL)
-        return not_yet(
-            lang,
-            "el resultado no coincide con `F.rms_norm`: x / √(media(x²) + ε) · γ, con la media sobre la "
-            "última dimensión.",
-            "the result does not match `F.rms_norm`: x / √(mean(x²) + ε) · γ, with the mean over the last dimension.",
-        )
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        mistakes = {key: [wrong] for key, wrong in _rms_norm_mistakes(x, gamma, eps).items()}
+        return HINTS(lang, diagnose([got], mistakes, EVERY_CASE, **_TOL) or "rms_wrong")
     return correct(
         lang, "Coincide con `F.rms_norm` (y con `nn.RMSNorm`).", "It matches `F.rms_norm` (and `nn.RMSNorm`)."
     )
-
-
-@explain(
-    "Cada token se normaliza con sus propias D características: media y varianza sobre la última dimensión "
-    "(con `keepdim=True` para restar y dividir por difusión). La varianza es la sesgada, dividida entre D "
-    "(`unbiased=False`), como en `nn.LayerNorm`; ε va dentro de la raíz, así un token constante no da 0/0. "
-    "Al final, la transformación afín: · γ + β.",
-    "Each token is normalised with its own D features: mean and variance over the last dimension (with "
-    "`keepdim=True` so that subtracting and dividing broadcast). The variance is the biased one, divided by D "
-    "(`unbiased=False`), as in `nn.LayerNorm`; ε goes inside the square root, so a constant token does not "
-    "give 0/0. Last, the affine step: · γ + β.",
-)
-def solution_layer_norm(x, gamma, beta, eps):
-    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)  # (..., 1)
-    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
-
-
-@explain(
-    "Post-LN, como en el artículo: primero la subcapa sobre `x`, luego la conexión residual (sumar `x`) y "
-    "por último la normalización de la suma: LayerNorm(x + Subcapa(x)). En pre-LN la norma iría antes de la "
-    "subcapa: x + Subcapa(LayerNorm(x)).",
-    "Post-LN, as in the paper: first the sublayer on `x`, then the residual connection (add `x`) and last the "
-    "normalisation of the sum: LayerNorm(x + Sublayer(x)). In pre-LN the norm would come before the sublayer: "
-    "x + Sublayer(LayerNorm(x)).",
-)
-def solution_sublayer_connection(x, sublayer, norm):
-    return norm(x + sublayer(x))  # (B, T, D)
-
-
-@explain(
-    "RMSNorm no centra: divide cada token entre la raíz de la media de sus cuadrados (sobre la última "
-    "dimensión), con ε dentro de la raíz, y multiplica por γ. No hay β.",
-    "RMSNorm does not centre: it divides each token by the root of the mean of its squares (over the last "
-    "dimension), with ε inside the root, and multiplies by γ. There is no β.",
-)
-def solution_rms_norm(x, gamma, eps):
-    rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
-    return x / rms * gamma

@@ -4,12 +4,13 @@ Each checker compares the student's answer with the package's own (computed befo
 student's code runs), on cases chosen so that the usual mistakes give different numbers
 (non-square shapes, a base other than 10000, a late large score), and names the mistake
 without writing the code. The tools a statement forbids are switched off while the
-student's function runs, and using one is answered as such. ``solution_<exercise>`` are the
-worked solutions.
+student's function runs, and using one is answered as such.
+The worked solutions are in the answer key :mod:`.solutions.nb10`.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,15 +24,17 @@ from ..i18n import tr
 from ..kv_cache import AttentionCache
 from ._core import (
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     ForbiddenTool,
     Hints,
     Unfinished,
     attempt,
-    checker,
     close,
     correct,
+    diagnose,
     dtype_name,
+    exercise,
     forbid,
     randn,
     sentence,
@@ -39,7 +42,6 @@ from ._core import (
     tensor,
     wrong_shape,
 )
-from .registry import explain
 
 __all__ = [
     "HINTS",
@@ -47,10 +49,6 @@ __all__ = [
     "check_swiglu",
     "check_online_softmax",
     "check_rope_offset",
-    "solution_rope",
-    "solution_swiglu",
-    "solution_online_softmax",
-    "solution_rope_offset",
 ]
 
 # Every hint these checkers give, (Spanish, English), by key.
@@ -281,6 +279,9 @@ HINTS = Hints(
 )
 
 
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
 def _run(lang: str, fn: Callable[..., Any], args: tuple, tools: Iterable[str | tuple[str, str]], why: tuple[str, str]):
     """The student's answer with the ``tools`` the statement forbids switched off (``why``: the reason);
     using one stops the check with this notebook's hint, which names the tool."""
@@ -314,29 +315,7 @@ def _float_answer(lang: str, got: Any, expected: Tensor) -> Tensor:
     return got.float()
 
 
-# --- exercise 1: RoPE by pairs ----------------------------------------------------------
-
-
-@explain(
-    "Cada par de dimensiones (2i, 2i+1) es un punto del plano que se gira un ángulo p · base^(−2i/Dh), con p la "
-    "posición: el primer elemento del par pasa a x·cos − y·sen y el segundo a x·sen + y·cos, los dos calculados con "
-    "los valores de antes de girar. Los pares bajos giran deprisa y los altos despacio, como las frecuencias de la "
-    "codificación sinusoidal del cuaderno 03. Los comentarios dan la forma de cada tensor.",
-    "Each pair of dimensions (2i, 2i+1) is a point in the plane, turned by the angle p · base^(−2i/Dh), with p the "
-    "position: the pair's first element becomes x·cos − y·sin and the second x·sin + y·cos, both computed from the "
-    "values before turning. Low pairs turn fast and high pairs slowly, like the frequencies of notebook 03's "
-    "sinusoidal encoding. The comments give each tensor's shape.",
-)
-def solution_rope(x, base):
-    T, Dh = x.shape
-    omega = base ** (-torch.arange(0, Dh, 2, dtype=torch.float32) / Dh)  # (Dh/2,)
-    angle = torch.arange(T, dtype=torch.float32)[:, None] * omega  # (T, Dh/2)
-    cos, sin = torch.cos(angle), torch.sin(angle)  # (T, Dh/2)
-    even, odd = x[:, 0::2], x[:, 1::2]  # (T, Dh/2)
-    out = torch.empty_like(x)  # (T, Dh)
-    out[:, 0::2] = even * cos - odd * sin
-    out[:, 1::2] = even * sin + odd * cos
-    return out
+# ---- 10.rope -------------------------------------------------------------------------------------
 
 
 def _rope_with(
@@ -358,6 +337,26 @@ def _rope_in_place(x: Tensor, base: float) -> Tensor:
     return out
 
 
+def _rope_mistakes(x: Tensor, base: float, right: Tensor) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives on x (T, Dh), whose right rotation is ``right``; two ways to make
+    one mistake share its key."""
+    half, other_half = right.clone(), right.clone()
+    half[:, 1::2] = x[:, 1::2]
+    other_half[:, 0::2] = x[:, 0::2]
+    mistakes = [
+        ("rope_halves", [_rope_with(x, base, halves=True)]),
+        ("rope_direction", [_rope_with(x, base, sign=-1.0)]),
+        ("rope_frequency", [_rope_with(x, base, exponent=1.0)]),
+        ("rope_frequency", [_rope_with(x, base, exponent=4.0)]),
+        ("rope_start", [_rope_with(x, base, start=1)]),
+        ("rope_identity", [x]),
+        ("rope_inplace", [_rope_in_place(x, base)]),
+    ]
+    if base != 10000.0:  # a hard-coded base only shows with another one
+        mistakes.append(("rope_base", [_rope_with(x, 10000.0)]))
+    return mistakes + [("rope_half_pair", [half]), ("rope_half_pair", [other_half])]
+
+
 _ROPE_TOOLS = (
     ("minitransformer.modern.apply_rope", "apply_rope"),
     ("minitransformer.modern.rope_cos_sin", "rope_cos_sin"),
@@ -369,35 +368,20 @@ _ROPE_WHY = (
 )
 
 
-@checker
+@exercise("10.rope")
 def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None) -> Feedback:
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
     cases = [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
-    for n, (x, base) in enumerate(cases):
+    for x, base in cases:
         T, Dh = x.shape
         expected = modern.apply_rope(x, *modern.rope_cos_sin(torch.arange(T), Dh, base), interleaved=True)
-        wrongs = [
-            (_rope_with(x, base, halves=True), "rope_halves"),
-            (_rope_with(x, base, sign=-1.0), "rope_direction"),
-            (_rope_with(x, base, exponent=1.0), "rope_frequency"),
-            (_rope_with(x, base, exponent=4.0), "rope_frequency"),
-            (_rope_with(x, base, start=1), "rope_start"),
-            (x, "rope_identity"),
-            (_rope_in_place(x, base), "rope_inplace"),
-        ]
-        if n > 0:  # the first case has base 10000: a hard-coded base only shows in the second
-            wrongs.append((_rope_with(x, 10000.0), "rope_base"))
-        half = expected.clone()
-        half[:, 1::2] = x[:, 1::2]
-        other_half = expected.clone()
-        other_half[:, 0::2] = x[:, 0::2]
-        wrongs += [(half, "rope_half_pair"), (other_half, "rope_half_pair")]
         got = _float_answer(lang, _run(lang, rope, (x.clone(), base), _ROPE_TOOLS, _ROPE_WHY), expected)
         if close(got, expected, atol=1e-4):
             continue
-        for wrong, key in wrongs:
-            if close(got, wrong, atol=1e-4):
-                return HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        key = diagnose([got], _rope_mistakes(x, base, expected), EVERY_CASE, atol=1e-4)
+        if key is not None:
+            return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
             return HINTS(lang, "nan")
         return HINTS(lang, "rope_other")
@@ -408,20 +392,21 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
     )
 
 
-# --- exercise 2: SwiGLU -----------------------------------------------------------------
+# ---- 10.swiglu -----------------------------------------------------------------------------------
 
 
-@explain(
-    "Dos proyecciones de x: la de W_gate pasa por SiLU(z) = z · sigmoid(z) y hace de compuerta, la de W_up lleva el "
-    "contenido; se multiplican elemento a elemento y W_down vuelve a d_model. Con `@`, que multiplica el último "
-    "eje, vale para x de cualquier forma (…, D). Los comentarios dan la forma de cada tensor.",
-    "Two projections of x: W_gate's goes through SiLU(z) = z · sigmoid(z) and acts as the gate, W_up's carries the "
-    "content; they are multiplied element by element and W_down goes back to d_model. With `@`, which multiplies "
-    "the last axis, it works for x of any shape (…, D). The comments give each tensor's shape.",
-)
-def solution_swiglu(x, W_gate, W_up, W_down):
-    gate = x @ W_gate  # (..., d_ff)
-    return (gate * torch.sigmoid(gate) * (x @ W_up)) @ W_down  # (..., D)
+def _swiglu_mistakes(gate: Tensor, up: Tensor, W_down: Tensor) -> list[tuple[str, list[Tensor]]]:
+    """What each typical mistake gives from x W_gate and x W_up (..., F); two ways to swap share a key."""
+    return [
+        ("swiglu_swapped", [(gate * F.silu(up)) @ W_down]),
+        ("swiglu_swapped", [(F.silu(up) * gate) @ W_down]),
+        ("swiglu_relu", [(F.relu(gate) * up) @ W_down]),
+        ("swiglu_sigmoid", [(torch.sigmoid(gate) * up) @ W_down]),
+        ("swiglu_gelu", [(F.gelu(gate) * up) @ W_down]),
+        ("swiglu_no_up", [F.silu(gate) @ W_down]),
+        ("swiglu_sum", [(F.silu(gate) + up) @ W_down]),
+        ("swiglu_late_silu", [F.silu(gate * up) @ W_down]),
+    ]
 
 
 _SILU_TOOLS = ("torch.nn.functional.silu", "torch.silu", "torch.nn.SiLU.forward")
@@ -431,7 +416,7 @@ _SWIGLU_WHY = (
 )
 
 
-@checker
+@exercise("10.swiglu")
 def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feedback:
     """Check ``swiglu(x, W_gate, W_up, W_down)``: x (..., D), W_gate and W_up (D, F), W_down (F, D).
 
@@ -459,7 +444,8 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
         shape, _, got, _ = next(run for run in runs if run[0] not in right)
         hint = HINTS(lang, "swiglu_batched_only", works=_words(lang, [str(r) for r in right]), fails=str(shape))
         if isinstance(got, Unfinished):  # what went wrong there, as attempt() said it
-            return Feedback(False, f"{hint.message}\n{sentence(got.feedback.message.split(' ', 3)[-1])}")
+            said = sentence(got.feedback.message.split(" ", 3)[-1])
+            return Feedback(False, f"{hint.message}\n{said}", hint.hint)
         return hint
     _, x, got, expected = runs[0]
     if isinstance(got, Unfinished):
@@ -468,46 +454,16 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
     if isinstance(got, Tensor) and got.shape == gate.shape and got.is_floating_point():
         return HINTS(lang, "swiglu_no_down")
     got = _float_answer(lang, got, expected)
-    wrongs = [
-        ((gate * F.silu(up)) @ W_down, "swiglu_swapped"),
-        ((F.silu(up) * gate) @ W_down, "swiglu_swapped"),
-        ((F.relu(gate) * up) @ W_down, "swiglu_relu"),
-        ((torch.sigmoid(gate) * up) @ W_down, "swiglu_sigmoid"),
-        ((F.gelu(gate) * up) @ W_down, "swiglu_gelu"),
-        (F.silu(gate) @ W_down, "swiglu_no_up"),
-        ((F.silu(gate) + up) @ W_down, "swiglu_sum"),
-        (F.silu(gate * up) @ W_down, "swiglu_late_silu"),
-    ]
-    for wrong, key in wrongs:
-        if close(got, wrong, atol=1e-3):
-            return HINTS(lang, key)
+    # EVERY_CASE: one case (the first shape), so the answer is the mistake's output there
+    key = diagnose([got], _swiglu_mistakes(gate, up, W_down), EVERY_CASE, atol=1e-3)
+    if key is not None:
+        return HINTS(lang, key)
     if not bool(torch.isfinite(got).all()):
         return HINTS(lang, "nan")
     return HINTS(lang, "swiglu_other")
 
 
-# --- exercise 3: the online softmax -----------------------------------------------------
-
-
-@explain(
-    "Recorre las columnas por bloques llevando el máximo m y la suma l de exp(s − m) vistos hasta ahora; m empieza "
-    "en −∞ y l en 0. Cuando un bloque trae un máximo mayor, la suma vieja se reescala con exp(m − m_nuevo) antes de "
-    "sumarle el bloque. Al final, exp(s − m) / l es la softmax, sin haber mirado nunca más de un bloque a la vez "
-    "para el máximo y la suma. Los comentarios dan la forma de cada tensor (R filas).",
-    "Walk over the columns block by block, carrying the maximum m and the sum l of exp(s − m) seen so far; m starts "
-    "at −∞ and l at 0. When a block brings a larger maximum, the old sum is rescaled by exp(m − m_new) before the "
-    "block is added. At the end, exp(s − m) / l is the softmax, without ever looking at more than one block at a "
-    "time for the maximum and the sum. The comments give each tensor's shape (R rows).",
-)
-def solution_online_softmax(scores, block_size):
-    m = torch.full((scores.size(0), 1), float("-inf"))  # (R, 1)
-    l = torch.zeros_like(m)  # (R, 1)
-    for start in range(0, scores.size(-1), block_size):
-        block = scores[:, start : start + block_size]  # (R, ≤ block_size)
-        m_new = torch.maximum(m, block.amax(dim=-1, keepdim=True))  # (R, 1)
-        l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(dim=-1, keepdim=True)
-        m = m_new
-    return torch.exp(scores - m) / l  # (R, S)
+# ---- 10.online_softmax ---------------------------------------------------------------------------
 
 
 def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
@@ -527,6 +483,20 @@ def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
             l = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(dim=-1, keepdim=True)
         m = m_new
     return torch.exp(scores - m) / l
+
+
+def _online_mistakes(scores: Tensor, block: int, right: Tensor) -> dict[str, list[Tensor]]:
+    """What each typical mistake gives on ``scores`` (..., S) read ``block`` columns at a time, leaving out
+    those that give the ``right`` answer on this case (there they cannot be the mistake)."""
+    mistakes = {
+        "online_zero_start": _online_variant(scores, block, "zero_start"),
+        "online_no_rescale": _online_variant(scores, block, "no_rescale"),
+        "online_inverted": _online_variant(scores, block, "inverted"),
+        "online_per_block": torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1),
+        "online_missing_block": _online_variant(scores, block, "missing"),
+        "online_unnormalised": torch.exp(scores - scores.amax(dim=-1, keepdim=True)),
+    }
+    return {key: [wrong] for key, wrong in mistakes.items() if not close(wrong, right)}
 
 
 _SOFTMAX_TOOLS = (
@@ -633,7 +603,7 @@ def _block_widths(S: int, block: int) -> list[int]:
     return [min(block, S - start) for start in range(0, S, block)]
 
 
-@checker
+@exercise("10.online_softmax")
 def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Check ``online_softmax(scores, block_size)``: scores (R, S) -> the softmax of each row, read in
     blocks of ``block_size`` columns (the last one may be shorter) with a running maximum and sum."""
@@ -664,17 +634,10 @@ def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: 
             )
         if close(got, expected):
             continue
-        wrongs = [
-            (_online_variant(scores, block, "zero_start"), "online_zero_start"),
-            (_online_variant(scores, block, "no_rescale"), "online_no_rescale"),
-            (_online_variant(scores, block, "inverted"), "online_inverted"),
-            (torch.cat([torch.softmax(b, dim=-1) for b in scores.split(block, dim=-1)], dim=-1), "online_per_block"),
-            (_online_variant(scores, block, "missing"), "online_missing_block"),
-            (torch.exp(scores - scores.amax(dim=-1, keepdim=True)), "online_unnormalised"),
-        ]
-        for wrong, key in wrongs:
-            if not close(wrong, expected) and close(got, wrong):
-                return HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        key = diagnose([got], _online_mistakes(scores, block, expected), EVERY_CASE)
+        if key is not None:
+            return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
             if scores.max() > 100:
                 return HINTS(lang, "online_overflow")
@@ -693,21 +656,20 @@ def _words(lang: str, numbers: list[int]) -> str:
     return text[0] if len(text) == 1 else ", ".join(text[:-1]) + tr(lang, " y ", " and ") + text[-1]
 
 
-# --- exercise 4: RoPE's offset under a cache -------------------------------------------
+# ---- 10.rope_offset ------------------------------------------------------------------------------
 
 
-@explain(
-    "La caché guarda las claves de las posiciones 0 … S − 1, ya giradas cada una en la suya; len(cache) es S (el eje "
-    "1 de cache.k, y 0 cuando la caché aún está vacía y cache.k es None). El primer token nuevo es el siguiente de "
-    "la secuencia: su posición es S, y los siguientes de la misma llamada van en S + 1, S + 2… La capacidad de una "
-    "caché preasignada solo dice cuánto sitio le queda, no dónde va la secuencia.",
-    "The cache holds the keys of positions 0 … S − 1, each already turned at its own; len(cache) is S (axis 1 of "
-    "cache.k, and 0 while the cache is still empty and cache.k is None). The first new token is the sequence's "
-    "next: its position is S, and the next ones of the same call go at S + 1, S + 2… The capacity of a "
-    "preallocated cache only says how much room it has, not where the sequence is.",
-)
-def solution_rope_offset(cache):
-    return len(cache)
+def _offset_mistakes(filled: list[tuple[int, int]], batch: int, kv_heads: int) -> dict[str, list[int]]:
+    """The offset each typical mistake gives for caches holding S of C positions, ``filled`` = [(S, C), ...]."""
+    return {
+        "offset_zero": [0 for _ in filled],
+        "offset_capacity": [c for _, c in filled],
+        "offset_plus_one": [s + 1 for s, _ in filled],
+        "offset_minus_one": [s - 1 for s, _ in filled],
+        "offset_room": [c - s for s, c in filled],
+        "offset_batch": [batch for _ in filled],
+        "offset_heads": [kv_heads for _ in filled],
+    }
 
 
 def _filled_cache(stored: int, capacity: int, batch: int = 3, kv_heads: int = 2, d_head: int = 4) -> AttentionCache:
@@ -733,7 +695,7 @@ def _offset_answer(lang: str, got: Any) -> int:
     raise stop(HINTS(lang, "offset_type", got=shown))
 
 
-@checker
+@exercise("10.rope_offset")
 def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | None = None) -> Feedback:
     """Check ``rope_offset(cache)``: the position RoPE turns the first new token to, for one layer's
     preallocated :class:`~minitransformer.kv_cache.AttentionCache` (no padding).
@@ -761,16 +723,8 @@ def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | 
             )
         got, expected = got + [empty], expected + [0]
         filled = filled + [(0, 6)]
-    wrongs = [
-        ([0 for _ in filled], "offset_zero"),
-        ([c for _, c in filled], "offset_capacity"),
-        ([s + 1 for s, _ in filled], "offset_plus_one"),
-        ([s - 1 for s, _ in filled], "offset_minus_one"),
-        ([c - s for s, c in filled], "offset_room"),
-        ([batch for _ in filled], "offset_batch"),
-        ([kv_heads for _ in filled], "offset_heads"),
-    ]
-    for wrong, key in wrongs:
-        if got == wrong:
-            return HINTS(lang, key)
+    # EVERY_CASE: each mistake is a rule for the offset, and it must give every number returned
+    key = diagnose(got, _offset_mistakes(filled, batch, kv_heads), EVERY_CASE, same=operator.eq)
+    if key is not None:
+        return HINTS(lang, key)
     return HINTS(lang, "offset_other", expected=_words(lang, expected), got=_words(lang, got))

@@ -18,19 +18,20 @@ from torch import Tensor
 from ..positional import sinusoidal_encoding
 from ._core import (
     COMMON_HINTS,
+    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
-    checker,
     close,
     correct,
+    diagnose,
     dtype_name,
+    exercise,
     loops_in,
     stop,
     tensor,
     wrong_shape,
 )
-from .registry import explain
 
 __all__ = ["HINTS", "check_sinusoidal_encoding", "check_interleaved_to_concat", "check_shift_matrix_concat"]
 
@@ -148,6 +149,9 @@ HINTS = Hints(
 )
 
 
+# ---- shared by the exercises below ---------------------------------------------------------------
+
+
 def _tensor(lang: str, x: Any) -> Tensor:
     x = tensor(lang, x)
     if x.is_floating_point() and not torch.isfinite(x).all():
@@ -157,6 +161,12 @@ def _tensor(lang: str, x: Any) -> Tensor:
 
 def _close(a: Tensor, b: Tensor, atol: float = 1e-4) -> bool:
     return close(a, b, atol=atol, rtol=0.0)
+
+
+# ---- 03.sinusoidal -------------------------------------------------------------------------------
+
+
+_TABLE_CASES = ((12, 8), (50, 32))  # (max_len, d_model)
 
 
 def _table(max_len: int, d_model: int, exponent: Tensor, positions: Tensor, layout: str) -> Tensor:
@@ -193,14 +203,14 @@ def _table_mistakes(max_len: int, d_model: int) -> dict[str, Tensor]:
     }
 
 
-@checker
+@exercise("03.sinusoidal")
 def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the paper's sinusoidal table.
 
     ``encoding(max_len, d_model)`` returns a (max_len, d_model) tensor with
     PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
     """
-    for max_len, d_model in ((12, 8), (50, 32)):
+    for max_len, d_model in _TABLE_CASES:
         got = _tensor(lang, attempt(lang, encoding, max_len, d_model))
         line = loops_in(encoding)
         if line:
@@ -212,9 +222,11 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
             return wrong_shape(lang, got, tuple(want.shape))
         if _close(got, want):
             continue
-        for key, value in _table_mistakes(max_len, d_model).items():
-            if _close(got, value):
-                return HINTS(lang, key)
+        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
+        mistakes = {key: [table] for key, table in _table_mistakes(max_len, d_model).items()}
+        key = diagnose([got], mistakes, EVERY_CASE, same=_close)
+        if key is not None:
+            return HINTS(lang, key)
         diff = round(float((got.double() - want).abs().max()), 4)
         return HINTS(lang, "table_wrong", diff=diff)
     return correct(
@@ -224,14 +236,20 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
     )
 
 
-@checker
+# ---- 03.interleaved_to_concat --------------------------------------------------------------------
+
+
+_PERMUTATION_CASES = (4, 8, 64)  # d_model
+
+
+@exercise("03.interleaved_to_concat")
 def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: the column order that turns the interleaved layout into the concatenated one.
 
     ``permutation(d_model)`` returns a (d_model,) tensor of indices ``perm`` such that
     ``interleaved[:, perm]`` equals the concatenated table (all sines, then all cosines).
     """
-    for d_model in (4, 8, 64):
+    for d_model in _PERMUTATION_CASES:
         got = _tensor(lang, attempt(lang, permutation, d_model))
         if got.shape != (d_model,):
             return wrong_shape(lang, got, (d_model,))
@@ -254,6 +272,12 @@ def check_interleaved_to_concat(permutation: Callable[[int], Tensor], lang: str 
     )
 
 
+# ---- 03.shift_matrix_concat ----------------------------------------------------------------------
+
+
+_SHIFT_MATRIX_CASES = ((1, 8), (7, 16), (3, 64))  # (k, d_model)
+
+
 def _omega(d_model: int) -> Tensor:
     return torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
 
@@ -266,14 +290,14 @@ def _interleaved_shift(k: int, d_model: int) -> Tensor:
     return m
 
 
-@checker
+@exercise("03.shift_matrix_concat")
 def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: str | None = None) -> Feedback:
     """Exercise: M_k with M_k · PE(p) = PE(p + k) for every p, in the concatenated layout.
 
     ``shift_matrix(k, d_model)`` returns a (d_model, d_model) tensor; it is checked on the
     concatenated table (all sines, then all cosines) for many positions p.
     """
-    for k, d_model in ((1, 8), (7, 16), (3, 64)):
+    for k, d_model in _SHIFT_MATRIX_CASES:
         got = _tensor(lang, attempt(lang, shift_matrix, k, d_model))
         if got.shape != (d_model, d_model):
             return wrong_shape(lang, got, (d_model, d_model))
@@ -297,52 +321,3 @@ def check_shift_matrix_concat(shift_matrix: Callable[[int, int], Tensor], lang: 
         "solo cambia el orden de filas y columnas.",
         "One matrix for every position, in the concatenated layout too: only the order of rows and columns changes.",
     )
-
-
-@explain(
-    "Sin bucles: las posiciones como columna (max_len, 1) y las frecuencias 1/10000^(2i/d_model) como fila "
-    "(d_model/2,) se multiplican por difusión (broadcasting) y dan todos los ángulos a la vez, "
-    "(max_len, d_model/2). El seno de cada ángulo va a las columnas pares y el coseno a las impares; los dos "
-    "miembros de un par comparten frecuencia.",
-    "No loops: the positions as a column (max_len, 1) and the frequencies 1/10000^(2i/d_model) as a row "
-    "(d_model/2,) multiply by broadcasting into every angle at once, (max_len, d_model/2). The sine of each "
-    "angle goes to the even columns and the cosine to the odd ones; both members of a pair share a frequency.",
-)
-def solution_sinusoidal_vectorised(max_len, d_model):
-    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (d_model/2,)
-    angles = position / 10000 ** (two_i / d_model)  # (max_len, d_model/2)
-    pe = torch.zeros(max_len, d_model)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles)
-    return pe
-
-
-@explain(
-    "`interleaved[:, perm]` pone en la columna j la columna `perm[j]` de la intercalada. La concatenada "
-    "tiene primero los senos (la intercalada los guarda en las columnas pares 0, 2, 4, …) y después los "
-    "cosenos (columnas impares 1, 3, 5, …): `perm` es la lista de los pares seguida de la de los impares, "
-    "como enteros para poder indexar.",
-    "`interleaved[:, perm]` puts column `perm[j]` of the interleaved table in column j. The concatenated table "
-    "has the sines first (the interleaved one keeps them in the even columns 0, 2, 4, …) and then the cosines "
-    "(odd columns 1, 3, 5, …): `perm` is the even indices followed by the odd ones, as integers so that they "
-    "can index.",
-)
-def solution_interleaved_to_concat(d_model):
-    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (d_model,), long
-
-
-@explain(
-    "Con ω_i = 1/10000^(2i/d_model), las fórmulas de la suma dan sin((p+k)ω_i) = cos(kω_i)·sin(pω_i) + "
-    "sin(kω_i)·cos(pω_i) y cos((p+k)ω_i) = −sin(kω_i)·sin(pω_i) + cos(kω_i)·cos(pω_i). En la disposición "
-    "concatenada los senos ocupan la mitad de arriba del vector y los cosenos la de abajo, así que M_k tiene "
-    "cuatro bloques diagonales: [[C, S], [−S, C]] con C = diag(cos kω_i) y S = diag(sin kω_i). No depende de p.",
-    "With ω_i = 1/10000^(2i/d_model), the sum formulas give sin((p+k)ω_i) = cos(kω_i)·sin(pω_i) + "
-    "sin(kω_i)·cos(pω_i) and cos((p+k)ω_i) = −sin(kω_i)·sin(pω_i) + cos(kω_i)·cos(pω_i). In the concatenated "
-    "layout the sines fill the top half of the vector and the cosines the bottom half, so M_k has four "
-    "diagonal blocks: [[C, S], [−S, C]] with C = diag(cos kω_i) and S = diag(sin kω_i). It does not depend on p.",
-)
-def solution_shift_matrix_concat(k, d_model):
-    omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
-    C, S = torch.diag(torch.cos(k * omega)), torch.diag(torch.sin(k * omega))
-    return torch.cat([torch.cat([C, S], dim=1), torch.cat([-S, C], dim=1)], dim=0)  # (d_model, d_model)

@@ -1,10 +1,12 @@
-"""The exercises of every notebook, their checkers and their worked solutions.
+"""The exercises of every notebook, found by their ids, and their worked solutions shown.
 
-One line per exercise: its name (``"NN.slug"``), the checker module in this package, the
-checker and the solution function. A solution is a plain function ``solution_<stub>`` next to
-its checker, where ``<stub>`` is the name of the function the student writes in the notebook;
-:func:`explain` attaches a short explanation in both languages (without it, the docstring is
-shown). Nothing is imported until a solution is asked for.
+An exercise's id (``"NN.slug"``) is written twice, on its checker and on its worked solution,
+both decorated with ``@exercise("NN.slug")`` (:func:`~._core.exercise`): that is the whole
+registration. The checkers live in the concept modules of this package; the solutions of notebook
+NN in its answer key ``solutions/nbNN.py``, each a plain function ``solution_<stub>`` where
+``<stub>`` is the name of the function the student writes in the notebook; :func:`explain`
+attaches a short explanation in both languages (without it, the docstring is shown). A
+notebook's answer key is imported only when one of its solutions is asked for.
 
 In a notebook: ``show_solution("01.softmax")`` shows the code and the explanation in the
 notebook's language (the checkers' "not yet" answers say so); ``show_solution("01")`` shows all
@@ -17,6 +19,7 @@ import ast
 import builtins
 import importlib
 import inspect
+import pkgutil
 import re
 import sys
 import textwrap
@@ -26,63 +29,40 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..i18n import error, language, tr
+from ._core import CHECKERS, SOLUTIONS
 
 __all__ = [
-    "EXERCISES",
     "Solution",
     "Solutions",
     "check_solution",
     "exercise_of",
+    "exercises",
     "explain",
-    "register",
     "show_solution",
     "solution_function",
 ]
 
-# name -> (module of minitransformer.exercises, checker, solution)
-EXERCISES: dict[str, tuple[str, str, str]] = {}
+
+def _import_all(package: str) -> None:
+    """Import every module of ``package`` (a subpackage of this one): their ``@exercise`` run."""
+    path = importlib.import_module(f"{__package__}{package}").__path__
+    for module in pkgutil.iter_modules(path):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__package__}{package}.{module.name}")
 
 
-def register(name: str, module: str, check: str, solution: str) -> None:
-    """Add one exercise: ``register("01.softmax", "attention", "check_softmax", "solution_softmax")``."""
-    EXERCISES[name] = (module, check, solution)
+def _answer_key(notebook: str) -> None:
+    """Import notebook ``notebook``'s answer key (``"01"``: ``solutions/nb01.py``), if it has one."""
+    with_key = {m.name for m in pkgutil.iter_modules(importlib.import_module(f"{__package__}.solutions").__path__)}
+    if f"nb{notebook}" in with_key:
+        importlib.import_module(f"{__package__}.solutions.nb{notebook}")
 
 
-register("00.attention_shapes", "intro", "check_attention_shapes", "solution_attention_shapes")
-register("00.mha_parameters", "intro", "check_mha_parameters", "solution_mha_parameters")
-register("01.softmax", "attention", "check_softmax", "solution_softmax")
-register("01.attention_weights", "attention", "check_attention_weights", "solution_attention_weights")
-register("01.self_attention", "attention", "check_self_attention", "solution_self_attention")
-register("02.split_heads", "attention", "check_split_heads", "solution_split_heads")
-register("02.masked_attention", "attention", "check_masked_attention", "solution_masked_attention")
-register("02.decoder_mask", "attention", "check_decoder_mask", "solution_decoder_mask")
-register("03.sinusoidal", "positional", "check_sinusoidal_encoding", "solution_sinusoidal_vectorised")
-register("03.interleaved_to_concat", "positional", "check_interleaved_to_concat", "solution_interleaved_to_concat")
-register("03.shift_matrix_concat", "positional", "check_shift_matrix_concat", "solution_shift_matrix_concat")
-register("04.layer_norm", "layers", "check_layer_norm", "solution_layer_norm")
-register("04.sublayer_connection", "layers", "check_post_ln_sublayer", "solution_sublayer_connection")
-register("04.rms_norm", "layers", "check_rms_norm", "solution_rms_norm")
-register("05.shift_right", "decoder", "check_shift_right", "solution_my_shift_right")
-register("05.cross_attention", "decoder", "check_cross_attention", "solution_my_cross_attention")
-register("05.decoder_layer", "decoder", "check_decoder_layer", "solution_my_decoder_layer")
-register("06.embed", "model", "check_scaled_embeddings", "solution_my_embed")
-register("06.model_params", "model", "check_model_params", "solution_my_model_params")
-register("06.output_probabilities", "model", "check_output_probabilities", "solution_my_output_probabilities")
-register("07.noam_lr", "training", "check_noam_lr", "solution_my_noam_lr")
-register("07.shift_targets", "training", "check_shift_targets", "solution_my_shift_targets")
-register("07.smoothed_targets", "training", "check_smoothed_targets", "solution_my_smoothed_targets")
-register("08.strongest_head", "heads", "check_strongest_head", "solution_strongest_head")
-register("08.attention_row", "heads", "check_attention_row", "solution_attention_row")
-register("09.top_k", "generation", "check_top_k", "solution_my_top_k")
-register("09.top_p", "generation", "check_top_p", "solution_my_top_p")
-register("09.cached_attention", "generation", "check_cached_attention", "solution_my_cached_attention")
-register("10.rope", "modern", "check_rope", "solution_rope")
-register("10.swiglu", "modern", "check_swiglu", "solution_swiglu")
-register("10.online_softmax", "modern", "check_online_softmax", "solution_online_softmax")
-register("10.rope_offset", "modern", "check_rope_offset", "solution_rope_offset")
-register("11.count_pairs", "tokens", "check_count_pairs", "solution_my_count_pairs")
-register("11.merge", "tokens", "check_merge", "solution_my_merge")
-register("11.encode", "tokens", "check_encode", "solution_my_encode")
+def exercises() -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
+    """Every exercise of the course, ``id -> (checker, solution)``, in notebook order."""
+    _import_all("")
+    _import_all(".solutions")
+    return {name: (CHECKERS[name], SOLUTIONS[name]) for name in sorted(SOLUTIONS, key=lambda n: n[:2])}
 
 
 def explain(es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -96,36 +76,31 @@ def explain(es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 def exercise_of(check: Callable[..., Any]) -> str | None:
-    """The registered name of a checker, or ``None``."""
-    module = getattr(check, "__module__", "").rpartition(".")[2]
-    name = getattr(check, "__name__", "")
-    for exercise, (mod, chk, _) in EXERCISES.items():
-        if (mod, chk) == (module, name):
-            return exercise
-    return None
+    """The id of a checker, or ``None``."""
+    return getattr(check, "__exercise__", None)
 
 
-def _entry(name: str) -> tuple[Any, Callable[..., Any], Callable[..., Any]]:
-    if name not in EXERCISES:
-        known = ", ".join(f'"{n}"' for n in EXERCISES if n[:2] == str(name)[:2]) or ", ".join(EXERCISES)
+def _solution(name: str) -> Callable[..., Any]:
+    _answer_key(str(name)[:2])
+    if name not in SOLUTIONS:
+        every = exercises()
+        known = ", ".join(f'"{n}"' for n in every if n[:2] == str(name)[:2]) or ", ".join(every)
         raise error(
             f"no hay ningún ejercicio llamado {name!r}; los de ese cuaderno son: {known}.",
             f"there is no exercise called {name!r}; that notebook's are: {known}.",
         )
-    module, check, solution = EXERCISES[name]
-    mod = importlib.import_module(f"{__package__}.{module}")
-    return mod, getattr(mod, check), getattr(mod, solution)
+    return SOLUTIONS[name]
 
 
 def solution_function(name: str) -> Callable[..., Any]:
     """The worked solution of exercise ``name`` (a function the checker accepts)."""
-    return _entry(name)[2]
+    return _solution(name)
 
 
 def check_solution(name: str, lang: str | None = None) -> Any:  # the checker's Feedback
     """Run exercise ``name``'s checker on its own solution."""
-    _, check, solution = _entry(name)
-    return check(solution, lang=lang)
+    solution = _solution(name)
+    return exercises()[name][0](solution, lang=lang)
 
 
 @dataclass(frozen=True)
@@ -216,8 +191,10 @@ def show_solution(name: str, lang: str | None = None) -> Solution | Solutions:
     (by default the notebook's language, set by its setup cell). ``name`` = ``"01"``: all of
     notebook 01's."""
     lang = lang or language()
-    if name not in EXERCISES and any(n.startswith(f"{name}.") for n in EXERCISES):
-        return Solutions(show_solution(n, lang) for n in EXERCISES if n.startswith(f"{name}."))
+    _answer_key(str(name)[:2])
+    mine = [n for n in SOLUTIONS if n.startswith(f"{name}.")]  # name = "01": notebook 01's, in its order
+    if name not in SOLUTIONS and mine:
+        return Solutions(show_solution(n, lang) for n in mine)
     fn = solution_function(name)
     es, en = getattr(fn, "__explanation__", None) or ((inspect.getdoc(fn) or "",) * 2)
     return Solution(name, lang, tr(lang, es, en), _source(fn, lang))

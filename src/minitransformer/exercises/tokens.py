@@ -4,28 +4,25 @@ with a list of merges.
 Each checker compares the student's answer with the package's own (:mod:`minitransformer.tokenizer`,
 computed before the student's code runs), on cases where the usual mistakes give different
 answers (a pair that repeats inside a word, ``a a a``, merges whose order matters, letters of
-two bytes), and names the mistake without writing the code. ``solution_<exercise>`` are the
-worked solutions.
+two bytes), and names the mistake without writing the code.
+The worked solutions are in the answer key :mod:`.solutions.nb11`.
 """
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..tokenizer import BYTE_ID, count_pairs, merge, pretokenize, train_bpe
-from ._core import Feedback, Hints, Unfinished, attempt, checker, correct, stop, type_name
-from .registry import explain
+from ._core import EVERY_CASE, Feedback, Hints, Unfinished, attempt, correct, diagnose, exercise, stop, type_name
 
 __all__ = [
     "HINTS",
     "check_count_pairs",
     "check_merge",
     "check_encode",
-    "solution_my_count_pairs",
-    "solution_my_merge",
-    "solution_my_encode",
 ]
 
 Ids = list[int]
@@ -180,74 +177,7 @@ HINTS = Hints(
 )
 
 
-# ---------------------------------------------------------------------------------------
-# Worked solutions
-# ---------------------------------------------------------------------------------------
-
-
-@explain(
-    "Recorre cada palabra por separado y cuenta cada id con el siguiente (`zip(ids, ids[1:])`): así los pares "
-    "nunca cruzan de una palabra a otra y cada aparición cuenta, también las que se solapan.",
-    "Go through each word on its own and count each id with the next one (`zip(ids, ids[1:])`): pairs never "
-    "cross from one word to another, and every occurrence counts, overlapping ones too.",
-)
-def solution_my_count_pairs(words):
-    """«Cuenta cada par de ids vecinos dentro de cada palabra.|Count each adjacent pair inside each word.»"""
-    counts = {}
-    for ids in words:
-        for pair in zip(ids, ids[1:]):
-            counts[pair] = counts.get(pair, 0) + 1
-    return counts
-
-
-@explain(
-    "Un índice recorre la lista de izquierda a derecha: donde empieza el par se escribe new_id y se saltan los dos "
-    "ids; en otro caso se copia el id y se avanza uno. Con `a a a` queda `new a`.",
-    "An index walks the list from left to right: where the pair starts, new_id is written and both ids are "
-    "skipped; otherwise the id is copied and the index moves by one. With `a a a` you get `new a`.",
-)
-def solution_my_merge(ids, pair, new_id):
-    """«Sustituye cada aparición de pair, de izquierda a derecha, por new_id.|Replace every occurrence of pair, from left to right, by new_id.»"""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-@explain(
-    "El texto pasa a bytes UTF-8 y cada byte a su id con `BYTE_ID`; después cada fusión, en el orden en que se "
-    "aprendió, sustituye todas las apariciones de su par. Una fusión aprendida tarde puede usar tokens que "
-    "crearon las anteriores, por eso el orden importa.",
-    "The text becomes UTF-8 bytes and each byte its id with `BYTE_ID`; then each merge, in the order it was "
-    "learned, replaces every occurrence of its pair. A merge learned late may use tokens that earlier ones "
-    "created, which is why the order matters.",
-)
-def solution_my_encode(word, merges):
-    """«Los ids de los tokens de un trozo de texto con una lista de fusiones, aplicadas en orden.|The token ids of one piece of text under a list of merges, applied in order.»"""
-    from minitransformer.tokenizer import BYTE_ID
-
-    ids = [BYTE_ID[b] for b in word.encode("utf-8")]
-    for (a, b), new_id in merges:  # «en el orden en que se aprendieron|in the order they were learned»
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
-                out.append(new_id)
-                i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        ids = out
-    return ids
-
-
-# ---------------------------------------------------------------------------------------
-# What the student returns
-# ---------------------------------------------------------------------------------------
+# ---- shared by the exercises below ---------------------------------------------------------------
 
 
 def _ids(lang: str, got: Any) -> Ids:
@@ -292,9 +222,18 @@ def _answers(cases: list[Any], answer: Callable[[Any], Any], right: Callable[[An
     return out
 
 
-def _explains(model: Callable[[Any], Any], cases: list[Any], answers: list[Any]) -> bool:
-    """Whether a mistake gives every answer the student gave (a model may return None: it does not apply)."""
-    return all(got == model(case) for case, got in zip(cases, answers))
+def _named(answers: list[Any], cases: list[Any], mistakes: list[tuple[Callable[..., Any], str]]) -> tuple | None:
+    """The first mistake ``(program, key)`` whose program gives every answer the student gave, on the cases
+    the answers reached (a program returns None where it does not apply); two programs may share a key.
+    A case that is a tuple is the program's arguments; otherwise the program takes the case itself."""
+    reached = cases[: len(answers)]
+    bank = {
+        i: [model(*case) if isinstance(case, tuple) else model(case) for case in reached]
+        for i, (model, _) in enumerate(mistakes)
+    }
+    # EVERY_CASE: each program is a whole way of solving it wrong, and it must explain every answer
+    found = diagnose(answers, bank, EVERY_CASE, same=operator.eq)
+    return None if found is None else mistakes[found]
 
 
 def _quoted(lang: str, text: str | bytes) -> str:
@@ -309,9 +248,7 @@ def _short(x: Any, most: int = 90) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 1: count pairs
-# ---------------------------------------------------------------------------------------
+# ---- 11.count_pairs ------------------------------------------------------------------------------
 
 
 def _words(text: str) -> list[Ids]:
@@ -366,7 +303,7 @@ _COUNT_MISTAKES: list[tuple[Callable[[list[Ids]], dict], str]] = [
 ]
 
 
-@checker
+@exercise("11.count_pairs")
 def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -> Feedback:
     """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids)."""
     cases = _count_cases()
@@ -385,18 +322,17 @@ def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -
         )
     words, got = next((w, g) for w, g in zip(cases, answers) if g != right(w))
     want, shown = right(words), _short(words, 70)
-    for model, key in _COUNT_MISTAKES:
-        if _explains(model, cases, answers):
-            wrong = model(words)
-            pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
-            extra = next((p for p in wrong if p not in want), pair)
-            raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
+    named = _named(answers, cases, _COUNT_MISTAKES)
+    if named is not None:
+        model, key = named
+        wrong = model(words)
+        pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
+        extra = next((p for p in wrong if p not in want), pair)
+        raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
     raise stop(HINTS(lang, "counts", words=shown, got=_short(got, 70)))
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 2: one merge
-# ---------------------------------------------------------------------------------------
+# ---- 11.merge ------------------------------------------------------------------------------------
 
 
 def _merge_cases() -> list[tuple[Ids, tuple[int, int], int]]:
@@ -476,7 +412,7 @@ _MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = 
 ]
 
 
-@checker
+@exercise("11.merge")
 def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None = None) -> Feedback:
     """``fn(ids, pair, new_id)`` -> ``ids`` with every occurrence of ``pair``, from left to right,
     replaced by ``new_id``."""
@@ -492,9 +428,9 @@ def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None
         )
     (ids, pair, new), got = next((c, g) for c, g in zip(cases, answers) if g != merge(*c))
     where = dict(ids=_short(ids, 60), pair=pair, new_id=new)
-    for model, key in _MERGE_MISTAKES:
-        if _explains(lambda case, model=model: model(*case), cases, answers):
-            raise stop(HINTS(lang, key, **where))
+    named = _named(answers, cases, _MERGE_MISTAKES)
+    if named is not None:
+        raise stop(HINTS(lang, named[1], **where))
 
     def other_id(case: tuple[Ids, tuple[int, int], int], got: Ids) -> bool:  # right, but for the new token's id
         want = merge(*case)
@@ -505,9 +441,7 @@ def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None
     raise stop(HINTS(lang, "merge_wrong", got=_short(got, 60), **where))
 
 
-# ---------------------------------------------------------------------------------------
-# Exercise 3: encode with a list of merges
-# ---------------------------------------------------------------------------------------
+# ---- 11.encode -----------------------------------------------------------------------------------
 
 
 def _byte_ids(word: str) -> Ids:
@@ -573,7 +507,7 @@ _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
 ]
 
 
-@checker
+@exercise("11.encode")
 def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> Feedback:
     """``fn(word, merges)`` -> the token ids of ``word`` (one piece of text): its UTF-8 bytes as
     ids, then each merge ``((a, b), new_id)`` applied in order."""
@@ -595,9 +529,9 @@ def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> F
         )
     (word, merges), got = next((c, g) for c, g in zip(cases, answers) if g != right(c))
     where = dict(word_es=_quoted("es", word), word_en=_quoted("en", word), n=len(merges))
-    for model, key in _ENCODE_MISTAKES:
-        if _explains(lambda case, model=model: model(*case), cases, answers):
-            if key == "code_points":
-                where["n"] = len(word.encode("utf-8"))
-            raise stop(HINTS(lang, key, **where))
+    named = _named(answers, cases, _ENCODE_MISTAKES)
+    if named is not None:
+        if named[1] == "code_points":
+            where["n"] = len(word.encode("utf-8"))
+        raise stop(HINTS(lang, named[1], **where))
     raise stop(HINTS(lang, "encode_wrong", got=_short(got, 60), **where))
