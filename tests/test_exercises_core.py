@@ -129,6 +129,22 @@ def test_an_error_shows_the_failing_line_and_what_it_means(lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
+def test_a_tensor_used_as_a_truth_value_is_named_as_such_not_as_mixed_dtypes(lang):
+    """`if cache.k:` raises "Boolean value of Tensor with more than one value is ambiguous": its explanation is about
+    truth values (the word "Boolean" once matched the dtype explanation's "Bool")."""
+
+    def truthy(x):
+        if x:
+            return 2 * x
+        return x
+
+    fb = _check_double(truthy, lang=lang)
+    assert not fb.ok
+    assert ("como verdadero o falso" if lang == "es" else "as true or false") in fb.message
+    assert ("tipos de datos" if lang == "es" else "data types") not in fb.message
+
+
+@pytest.mark.parametrize("lang", LANGS)
 def test_an_error_inside_pytorch_points_at_the_students_line_not_pytorchs(lang):
     def uses_one_hot(x):
         return torch.nn.functional.one_hot(torch.tensor([5]), 3)

@@ -315,7 +315,15 @@ _ERRORS: list[tuple[type, str, str, str]] = [
     ),
     (
         RuntimeError,
-        r"expected scalar type|dtype|Long|Float|Bool",
+        r"Boolean value of Tensor .* is ambiguous",
+        "usas un tensor de varios elementos como verdadero o falso (`if t:`, `and`, `or`, `not t`): compara de forma "
+        "explícita, por ejemplo `t.numel() > 0`, `len(cache) > 0` o `(t > 0).all()`.",
+        "you use a tensor of several elements as true or false (`if t:`, `and`, `or`, `not t`): compare explicitly, "
+        "for example `t.numel() > 0`, `len(cache) > 0` or `(t > 0).all()`.",
+    ),
+    (
+        RuntimeError,
+        r"expected scalar type|dtype|\bLong\b|\bFloat\b|\bBool\b",
         "mezclas tipos de datos (dtype) que esa operación no acepta juntos, por ejemplo enteros y decimales.",
         "you mix data types (dtypes) that the operation does not take together, for example integers and floats.",
     ),
