@@ -4,6 +4,7 @@ crash, whatever the student's function returns or raises."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -13,13 +14,23 @@ from feedback_asserts import assert_correct, assert_hint
 from torch import nn
 
 from minitransformer import modern
-from minitransformer.exercises.modern import HINTS, check_online_softmax, check_rope, check_rope_offset, check_swiglu
+from minitransformer.attention import scaled_dot_product_attention
+from minitransformer.exercises.modern import (
+    HINTS,
+    check_cached_step,
+    check_online_softmax,
+    check_rope,
+    check_rope_offset,
+    check_swiglu,
+)
 from minitransformer.exercises.solutions.nb10 import (
+    solution_cached_step,
     solution_online_softmax,
     solution_rope,
-    solution_rope_offset,
     solution_swiglu,
 )
+from minitransformer.kv_cache import AttentionCache
+from minitransformer.modern import apply_rope, rope_cos_sin
 
 LANGS = ["es", "en"]
 
@@ -427,7 +438,12 @@ def test_softmax_comes_back_after_the_check():
     torch.testing.assert_close(modern.online_softmax(x, 1), torch.full((1, 2), 0.5))
 
 
-# --- RoPE's offset under a cache ----------------------------------------------------------
+# --- RoPE's offset under a cache: the old exercise 4, still checked for saved copies -------
+
+
+def solution_rope_offset(cache):
+    return len(cache)
+
 
 OFFSET_RIGHT = [
     solution_rope_offset,
@@ -483,11 +499,319 @@ def test_rope_offset_is_what_the_model_turns_new_tokens_with():
         torch.testing.assert_close(step, model(x)[:, -1], atol=1e-5, rtol=1e-5)
 
 
+def test_rope_offset_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang="en"):
+    """Its statement gave the answer away; exercise 4 is now 10.cached_step. A saved copy still imports and runs it."""
+    from minitransformer.exercises.registry import exercises
+
+    assert "10.rope_offset" not in exercises()
+    assert "10.cached_step" in exercises()
+    assert "show_solution" not in check_rope_offset(lambda cache: 0, lang=lang).message
+
+
+# --- a cached step of grouped-query attention with RoPE -------------------------------------
+
+
+def step_by_hand(q, k, v, cache, base):
+    """Written another way: RoPE by hand on (B, T, h, Dh), the heads repeated with expand, the softmax by hand."""
+    B, T, H, Dh = q.shape
+    S = 0 if cache.k is None else cache.k.shape[1]
+    angle = torch.arange(S, S + T)[:, None] * base ** (-torch.arange(0, Dh, 2) / Dh)  # (T, Dh/2)
+    c, s = angle.cos()[None, :, None], angle.sin()[None, :, None]  # (1, T, 1, Dh/2)
+
+    def turn(x):
+        a, b = x[..., : Dh // 2], x[..., Dh // 2 :]
+        return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
+
+    keys, values = cache.update(turn(k), v)  # (B, S + T, Hkv, Dh)
+    Hkv = keys.shape[2]
+    keys = keys[:, :, :, None].expand(B, S + T, Hkv, H // Hkv, Dh).reshape(B, S + T, H, Dh)
+    values = values[:, :, :, None].expand(B, S + T, Hkv, H // Hkv, Dh).reshape(B, S + T, H, Dh)
+    scores = torch.einsum("bthd,bshd->bhts", turn(q), keys) / math.sqrt(Dh)
+    later = torch.arange(S + T)[None, :] > torch.arange(S, S + T)[:, None]  # (T, S + T)
+    weights = scores.masked_fill(later, float("-inf")).softmax(dim=-1)
+    return torch.einsum("bhts,bshd->bthd", weights, values)
+
+
+def step_with_sdpa_of_the_package(q, k, v, cache, base):
+    """With the package's scaled_dot_product_attention (allowed) and causal_mask cut to the new rows."""
+    from minitransformer.attention import causal_mask
+
+    T, Dh = q.shape[1], q.shape[3]
+    S = len(cache)
+    cos, sin = rope_cos_sin(torch.arange(S, S + T), Dh, base)
+    q, k = apply_rope(q.transpose(1, 2), cos, sin), apply_rope(k.transpose(1, 2), cos, sin)
+    keys, values = cache.update(k.transpose(1, 2), v)
+    G = q.shape[1] // keys.shape[2]
+    keys, values = (x.transpose(1, 2).repeat_interleave(G, 1) for x in (keys, values))
+    out, _ = scaled_dot_product_attention(q, keys, values, causal_mask(S + T)[..., S:, :])
+    return out.transpose(1, 2)
+
+
+STEP_RIGHT = [solution_cached_step, step_by_hand, step_with_sdpa_of_the_package]
+
+
+def student_step(
+    q,
+    k,
+    v,
+    cache,
+    base,
+    offset="S",
+    turn_q=True,
+    turn_k=True,
+    store="turned",
+    again=False,
+    pairs_interleaved=False,
+    fixed_base=None,
+    turn_v=False,
+    heads="repeat_interleave",
+    mask="causal",
+    scale="head",
+):
+    """A student's step with one choice made differently (each argument: a mistake a student makes)."""
+    B, T, H, Dh = q.shape
+    S = len(cache)
+    if offset == "after":  # appends first, then reads the length
+        keys, values = cache.update(k, v)
+        S = len(cache)
+    start = {"S": S, "after": S, "zero": 0, "plus_one": S + 1, "capacity": cache.capacity}[offset]
+    cos, sin = rope_cos_sin(torch.arange(start, start + T), Dh, fixed_base or base)
+    turned_q = apply_rope(q.transpose(1, 2), cos, sin, interleaved=pairs_interleaved) if turn_q else q.transpose(1, 2)
+    turned_k = apply_rope(k.transpose(1, 2), cos, sin, interleaved=pairs_interleaved) if turn_k else k.transpose(1, 2)
+    v_in = apply_rope(v.transpose(1, 2), cos, sin).transpose(1, 2) if turn_v else v
+    if offset == "after":
+        keys = torch.cat([keys[:, :-T], turned_k.transpose(1, 2)], dim=1)
+    elif store == "turned":
+        keys, values = cache.update(turned_k.transpose(1, 2), v_in)
+    else:  # stores the unturned keys but attends with the turned ones
+        keys, values = cache.update(k, v_in)
+        keys = torch.cat([keys[:, :S], turned_k.transpose(1, 2)], dim=1)
+    keys, values = keys.transpose(1, 2), values.transpose(1, 2)  # (B, Hkv, S + T, Dh)
+    if again:  # every key turned at its position, the stored ones too
+        c, s = rope_cos_sin(torch.arange(keys.shape[2]), Dh, base)
+        keys = apply_rope(keys, c, s)
+    G = H // keys.shape[1]
+    if heads == "repeat_interleave":
+        keys, values = keys.repeat_interleave(G, dim=1), values.repeat_interleave(G, dim=1)
+    elif heads == "repeat":
+        keys, values = keys.repeat(1, G, 1, 1), values.repeat(1, G, 1, 1)
+    scores = turned_q @ keys.transpose(-2, -1)
+    scores = scores / {"head": math.sqrt(Dh), "model": math.sqrt(H * Dh), "none": 1.0}[scale]
+    L = keys.shape[2]
+    allowed = {
+        "causal": torch.ones(T, L, dtype=torch.bool).tril(diagonal=L - T),
+        "none": torch.ones(T, L, dtype=torch.bool),
+        "top_left": torch.ones(T, L, dtype=torch.bool).tril(),
+    }[mask]
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return (weights @ values).transpose(1, 2)
+
+
+def step_turning_everything_again(q, k, v, cache, base):
+    """Appends k as given, then turns every key the cache returns at positions 0 … S + T − 1."""
+    B, T, H, Dh = q.shape
+    S = len(cache)
+    keys, values = cache.update(k, v)
+    c, s = rope_cos_sin(torch.arange(S + T), Dh, base)
+    keys = apply_rope(keys.transpose(1, 2), c, s).repeat_interleave(H // k.shape[2], 1)
+    values = values.transpose(1, 2).repeat_interleave(H // k.shape[2], 1)
+    q = apply_rope(q.transpose(1, 2), c[S:], s[S:])
+    out, _ = scaled_dot_product_attention(q, keys, values, torch.ones(T, S + T, dtype=torch.bool).tril(S))
+    return out.transpose(1, 2)
+
+
+def step_without_repeating(q, k, v, cache, base):
+    """No repetition of the key/value heads: broadcasting works only when Hkv is 1 (or H)."""
+    T, Dh = q.shape[1], q.shape[3]
+    S = len(cache)
+    cos, sin = rope_cos_sin(torch.arange(S, S + T), Dh, base)
+    q, k = apply_rope(q.transpose(1, 2), cos, sin), apply_rope(k.transpose(1, 2), cos, sin)
+    keys, values = cache.update(k.transpose(1, 2), v)
+    out, _ = scaled_dot_product_attention(
+        q, keys.transpose(1, 2), values.transpose(1, 2), torch.ones(T, S + T, dtype=torch.bool).tril(S)
+    )
+    return out.transpose(1, 2)
+
+
+def step_reading_cache_k(q, k, v, cache, base):
+    """cache.k.shape[1] for S: None before the first step."""
+    S = cache.k.shape[1]
+    assert S == len(cache)
+    return solution_cached_step(q, k, v, cache, base)
+
+
+def step_storing_repeated_heads(q, k, v, cache, base):
+    """Repeats the heads before appending: the cache holds H heads."""
+    B, T, H, Dh = q.shape
+    S = len(cache)
+    G = H // k.shape[2]
+    cos, sin = rope_cos_sin(torch.arange(S, S + T), Dh, base)
+    q = apply_rope(q.transpose(1, 2), cos, sin)
+    k = apply_rope(k.transpose(1, 2), cos, sin).repeat_interleave(G, 1)
+    keys, values = cache.update(k.transpose(1, 2), v.repeat_interleave(G, 2))
+    out, _ = scaled_dot_product_attention(
+        q, keys.transpose(1, 2), values.transpose(1, 2), torch.ones(T, S + T, dtype=torch.bool).tril(S)
+    )
+    return out.transpose(1, 2)
+
+
+def step_without_appending(q, k, v, cache, base):
+    """Attends to the cached and the new keys, but leaves the cache as it was."""
+    scratch = AttentionCache()
+    if len(cache):
+        scratch.update(cache.k, cache.v)
+    S = len(cache)
+
+    class Offset(AttentionCache):  # len() as the real cache's
+        def __len__(self):
+            return S
+
+    shifted = Offset()
+    shifted.k, shifted.v = scratch.k, scratch.v
+    return solution_cached_step(q, k, v, shifted, base)
+
+
+def step_scaling_the_cache_in_place(q, k, v, cache, base):
+    """Multiplies the keys the cache returns (views of it) in place."""
+    out = solution_cached_step(q, k, v, cache, base)
+    cache.k.mul_(1.0)
+    cache.k[:, :1] *= 2
+    return out
+
+
+STEP_WRONG = [
+    (functools.partial(student_step, offset="zero"), "cached_at_zero"),
+    (functools.partial(student_step, offset="plus_one"), "cached_plus_one"),
+    (functools.partial(student_step, offset="capacity"), "cached_capacity"),
+    (functools.partial(student_step, offset="after"), "cached_after_append"),
+    (functools.partial(student_step, turn_q=False), "cached_q_unrotated"),
+    (functools.partial(student_step, turn_k=False), "cached_k_unrotated"),
+    (functools.partial(student_step, store="unturned"), "cached_stored_unrotated"),
+    (functools.partial(student_step, again=True), "cached_rotated_again"),
+    (step_turning_everything_again, "cached_rotated_again"),
+    (functools.partial(student_step, pairs_interleaved=True), "cached_interleaved"),
+    (functools.partial(student_step, fixed_base=10000.0), "cached_base"),
+    (functools.partial(student_step, turn_v=True), "cached_rotated_values"),
+    (functools.partial(student_step, heads="repeat"), "cached_grouping"),
+    (step_without_repeating, "cached_no_repeat"),
+    (functools.partial(student_step, mask="none"), "cached_no_causal"),
+    (functools.partial(student_step, mask="top_left"), "cached_hides_cache"),
+    (functools.partial(student_step, scale="model"), "cached_scale_model"),
+    (functools.partial(student_step, scale="none"), "cached_no_scale"),
+    (step_reading_cache_k, "cached_empty"),
+    (step_storing_repeated_heads, "cached_stored_heads"),
+    (step_without_appending, "cached_not_appended"),
+    (step_scaling_the_cache_in_place, "cached_old_changed"),
+    (lambda q, k, v, cache, base: solution_cached_step(q, k, v, cache, base).transpose(1, 2), "cached_layout"),
+    (lambda q, k, v, cache, base: solution_cached_step(q, k, v, cache, base)[:, :, :1], "shape"),
+    (lambda q, k, v, cache, base: solution_cached_step(q, k, v, cache, base).long(), "dtype"),
+    (lambda q, k, v, cache, base: solution_cached_step(q, k, v, cache, base) + 1, "cached_output_other"),
+    (lambda q, k, v, cache, base: (cache.update(k, v), q)[1], "cached_keys_other"),  # q back, k stored unturned
+    (lambda q, k, v, cache, base: (solution_cached_step(q, k, v, cache, base), cache.update(k, v))[0], "cached_length"),
+    (lambda q, k, v, cache, base: None, "returns_none"),
+    (lambda q, k, v, cache, base: q.tolist(), "not_a_tensor"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer", STEP_RIGHT)
+def test_cached_step_accepts_right_answers(answer, lang):
+    assert_correct(check_cached_step(answer, lang=lang), lang)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer,key", STEP_WRONG)
+def test_cached_step_names_each_mistake(answer, key, lang):
+    assert_hint(check_cached_step(answer, lang=lang), lang, key, HINTS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_cached_step_explains_a_crash_only_on_grouped_heads_or_on_the_empty_cache(lang):
+    """The student's failing line and what the error means come with the hint."""
+    for answer, error in [(step_without_repeating, "RuntimeError"), (step_reading_cache_k, "AttributeError")]:
+        message = check_cached_step(answer, lang=lang).message
+        assert error in message and "test_exercises_modern.py" in message, message
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize(
+    "tool",
+    [
+        lambda q, keys, values, mask: F.scaled_dot_product_attention(q, keys, values, attn_mask=mask),
+        lambda q, keys, values, mask: modern.fast_attention(q, keys, values, mask),
+    ],
+)
+def test_cached_step_refuses_pytorchs_and_the_packages_attention(tool, lang):
+    def answer(q, k, v, cache, base):
+        T, Dh = q.shape[1], q.shape[3]
+        S = len(cache)
+        cos, sin = rope_cos_sin(torch.arange(S, S + T), Dh, base)
+        q, k = apply_rope(q.transpose(1, 2), cos, sin), apply_rope(k.transpose(1, 2), cos, sin)
+        keys, values = cache.update(k.transpose(1, 2), v)
+        G = q.shape[1] // keys.shape[2]
+        keys, values = (x.transpose(1, 2).repeat_interleave(G, 1) for x in (keys, values))
+        return tool(q, keys, values, torch.ones(T, S + T, dtype=torch.bool).tril(S)).transpose(1, 2)
+
+    assert_hint(check_cached_step(answer, lang=lang), lang, "forbidden", HINTS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_cached_step_refuses_the_packages_attention_module(lang):
+    def answer(q, k, v, cache, base):
+        B, T, H, Dh = q.shape
+        attn = modern.GroupedQueryAttention(H * Dh, H, k.shape[2])
+        return attn(q.reshape(B, T, H * Dh), cache=cache)[0].view(B, T, H, Dh)
+
+    assert_hint(check_cached_step(answer, lang=lang), lang, "forbidden", HINTS)
+    # and the module works again after the check
+    assert modern.GroupedQueryAttention(8, 2)(torch.randn(1, 3, 8))[0].shape == (1, 3, 8)
+
+
+def test_cached_step_is_what_the_model_does_at_each_decode_step():
+    """The solution, fed one block's projections, gives the package's GroupedQueryAttention with its cache."""
+    torch.manual_seed(0)
+    B, D, H, Hkv = 2, 24, 6, 2
+    Dh = D // H
+    rope = modern.RotaryEmbedding(Dh, 16, 500.0)
+    attn = modern.GroupedQueryAttention(D, H, Hkv, rope).eval()
+    x = torch.randn(B, 9, D)
+    theirs, ours = AttentionCache(capacity=16), AttentionCache()
+    with torch.no_grad():
+        for start, stop in [(0, 5), (5, 6), (6, 9)]:  # a prefill, one token, then three
+            T = stop - start
+            positions = torch.arange(start, stop)
+            mask = torch.ones(T, stop, dtype=torch.bool).tril(start)
+            want = attn(x[:, start:stop], mask, positions=positions, cache=theirs)[0]
+            q = attn.W_q(x[:, start:stop]).view(B, T, H, Dh)
+            k = attn.W_k(x[:, start:stop]).view(B, T, Hkv, Dh)
+            v = attn.W_v(x[:, start:stop]).view(B, T, Hkv, Dh)
+            got = attn.W_o(solution_cached_step(q, k, v, ours, 500.0).reshape(B, T, D))
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(ours.k, theirs.k)
+
+
+def test_cached_step_solution_runs_with_only_the_notebooks_imports():
+    """The solution's code, pasted into a fresh kernel that ran only notebook 10's import cell, passes."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "notebooks/source/10_modern_transformer.md").read_text()
+    first_cell = re.search(r"<!-- code -->\n```python\n(import math.*?)```", source, re.S).group(1)
+    exercise_cell = re.search(r"(from minitransformer\.exercises\.modern import [^\n]*\n)", source).group(1)
+    namespace: dict = {}
+    exec(compile(first_cell + exercise_cell, "<imports>", "exec", dont_inherit=True), namespace)
+    code = inspect.getsource(solution_cached_step)
+    code = code[code.index("def solution_cached_step") :].replace("solution_cached_step", "cached_step", 1)
+    exec(compile(code, "<cell>", "exec", dont_inherit=True), namespace)
+    assert_correct(namespace["check_cached_step"](namespace["cached_step"], lang="es"), "es")
+
+
 # --- the worked solutions, as a student pastes them ---------------------------------------
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.rope_offset"])
+@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.cached_step"])
 def test_shown_solutions_run_pasted_in_a_fresh_cell(name, lang):
     """The code show_solution prints, compiled on its own (no `from __future__` of this file) in a
     namespace with only what notebook 10's first cell imports, passes its checker."""
@@ -501,7 +825,7 @@ def test_shown_solutions_run_pasted_in_a_fresh_cell(name, lang):
     assert_correct(check(namespace[solution.__name__.removeprefix("solution_")], lang=lang), lang)
 
 
-@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.rope_offset"])
+@pytest.mark.parametrize("name", ["10.rope", "10.swiglu", "10.online_softmax", "10.cached_step"])
 def test_shown_solutions_hold_no_english_prose_in_spanish(name):
     """The code of a solution carries no docstring and only shape comments, so that the Spanish
     notebook shows no English: the explanation, in each language, says the rest."""
@@ -534,7 +858,7 @@ JUNK = [
     (torch.zeros(1),),
     torch.zeros(2, 3, dtype=torch.complex64),
 ]
-CHECKERS = [check_rope, check_swiglu, check_online_softmax, check_rope_offset]
+CHECKERS = [check_rope, check_swiglu, check_online_softmax, check_cached_step, check_rope_offset]
 
 
 def raises(exc):

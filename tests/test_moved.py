@@ -34,7 +34,7 @@ SAVED_IMPORTS = {
     "exercises.intro": "check_attention_shapes check_mha_parameters",
     "exercises.layers": "check_layer_norm check_post_ln_sublayer check_rms_norm",
     "exercises.model": "check_model_params check_output_probabilities check_scaled_embeddings",
-    "exercises.modern": "check_online_softmax check_rope check_rope_offset check_swiglu",
+    "exercises.modern": "check_cached_step check_online_softmax check_rope check_rope_offset check_swiglu",
     "exercises.positional": "check_interleaved_to_concat check_shift_matrix_concat check_sinusoidal_encoding",
     "exercises.tokens": "check_count_pairs check_encode check_merge",
     "exercises.training": "check_noam_lr check_shift_targets check_smoothed_targets",

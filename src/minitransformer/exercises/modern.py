@@ -1,4 +1,5 @@
-"""Checkers for notebook 10's exercises: RoPE by pairs, SwiGLU, the online softmax, RoPE's offset under a cache.
+"""Checkers for notebook 10's exercises: RoPE by pairs, SwiGLU, the online softmax, a cached decode step of
+grouped-query attention with RoPE (and the old exercise 4, RoPE's offset, kept for saved copies of the notebook).
 
 Each checker compares the student's answer with the package's own (computed before the
 student's code runs), on cases chosen so that the usual mistakes give different numbers
@@ -10,6 +11,7 @@ The worked solutions are in the answer key :mod:`.solutions.nb10`.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -20,8 +22,9 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from .. import modern
+from ..attention import masked_softmax
 from ..i18n import tr
-from ..kv_cache import AttentionCache
+from ..kv_cache import AttentionCache, KVCache
 from ._core import (
     COMMON_HINTS,
     EVERY_CASE,
@@ -30,6 +33,7 @@ from ._core import (
     Hints,
     Unfinished,
     attempt,
+    checker,
     close,
     correct,
     diagnose,
@@ -48,6 +52,7 @@ __all__ = [
     "check_rope",
     "check_swiglu",
     "check_online_softmax",
+    "check_cached_step",
     "check_rope_offset",
 ]
 
@@ -225,7 +230,165 @@ HINTS = Hints(
             "cada fila debe sumar 1: al final, divide entre la suma acumulada.",
             "each row must sum to 1: at the end, divide by the running sum.",
         ),
-        # RoPE's offset under a cache
+        # a cached step of grouped-query attention with RoPE
+        "cached_layout": (
+            "la salida tiene forma {got}, (B, H, T, D_h): devuélvela en la disposición de `q`, (B, T, H, D_h), "
+            "trasponiendo las cabezas y los tokens al final.",
+            "the output has shape {got}, (B, H, T, D_h): return it in `q`'s layout, (B, T, H, D_h), by swapping "
+            "the heads and the tokens back at the end.",
+        ),
+        "cached_not_appended": (
+            "después de tu paso la caché sigue guardando {S} posiciones: no has añadido las claves y los valores "
+            "nuevos. Añádelos a la caché que recibes, que es la que leerá el paso siguiente.",
+            "after your step the cache still holds {S} positions: you did not append the new keys and values. "
+            "Append them to the cache you are given, the one the next step will read.",
+        ),
+        "cached_length": (
+            "después de tu paso la caché guarda {got} posiciones, y debería guardar {expected} (las {S} de antes "
+            "más los {T} tokens nuevos): añade cada token nuevo una sola vez.",
+            "after your step the cache holds {got} positions, and it should hold {expected} (the {S} from before "
+            "plus the {T} new tokens): append each new token once.",
+        ),
+        "cached_stored_heads": (
+            "la caché guarda {got} cabezas por posición, no H_kv = {Hkv}: añades las claves y los valores ya "
+            "repetidos. Guarda las H_kv cabezas de `k` y `v` (por eso ocupa H / H_kv veces menos) y repítelas solo "
+            "para atender.",
+            "the cache holds {got} heads per position, not H_kv = {Hkv}: you append the keys and values already "
+            "repeated. Store the H_kv heads of `k` and `v` (that is why it takes H / H_kv times less) and repeat "
+            "them only to attend.",
+        ),
+        "cached_old_changed": (
+            "las {S} posiciones que la caché ya guardaba han cambiado: ¿modificas en su sitio un tensor que es una "
+            "vista de la caché? Lo guardado no se toca; solo se añaden las posiciones nuevas.",
+            "the {S} positions the cache already held have changed: do you modify in place a tensor that is a view "
+            "of the cache? What is stored is left alone; only the new positions are appended.",
+        ),
+        "cached_empty": (
+            "aciertas con una caché llena, pero falla con la vacía: antes del primer paso `cache.k` es `None`. "
+            "Cuenta las posiciones guardadas de una forma que valga también entonces.",
+            "you are right with a filled cache, but it fails with the empty one: before the first step `cache.k` "
+            "is `None`. Count the stored positions in a way that also works then.",
+        ),
+        "cached_no_repeat": (
+            "funciona cuando H_kv = H o H_kv = 1, pero falla con grupos (H = {H}, H_kv = {Hkv}): las H cabezas de "
+            "consulta no casan con las H_kv de clave y valor. Cada cabeza de clave y valor sirve a un grupo de "
+            "G = H / H_kv cabezas de consulta: repítela G veces antes de atender.",
+            "it works when H_kv = H or H_kv = 1, but fails with groups (H = {H}, H_kv = {Hkv}): the H query heads do "
+            "not match the H_kv key/value heads. Each key/value head serves a group of G = H / H_kv query heads: "
+            "repeat it G times before attending.",
+        ),
+        "cached_grouping": (
+            "repites las cabezas de clave y valor en otro orden: la cabeza de consulta h usa la h // G (0, 0, 1, 1, "
+            "… con G = 2), no la h % H_kv (0, 1, 0, 1, …). Repite cada cabeza G veces seguidas, no el bloque entero "
+            "de cabezas.",
+            "you repeat the key/value heads in another order: query head h uses head h // G (0, 0, 1, 1, … with "
+            "G = 2), not h % H_kv (0, 1, 0, 1, …). Repeat each head G times in a row, not the whole block of heads.",
+        ),
+        "cached_at_zero": (
+            "giras los tokens nuevos en las posiciones 0, 1, …, como si empezaran la secuencia: la caché ya guarda "
+            "las posiciones anteriores, y el primer token nuevo va detrás de ellas. Gira `q` y `k` en las posiciones "
+            "verdaderas de los tokens nuevos.",
+            "you turn the new tokens at positions 0, 1, …, as if they started the sequence: the cache already holds "
+            "the earlier positions, and the first new token comes after them. Turn `q` and `k` at the new tokens' "
+            "true positions.",
+        ),
+        "cached_plus_one": (
+            "te pasas en uno: con S posiciones guardadas (0 … S − 1), el primer token nuevo va en la posición S, no "
+            "en S + 1.",
+            "you are one too high: with S positions stored (0 … S − 1), the first new token goes at position S, not "
+            "S + 1.",
+        ),
+        "cached_capacity": (
+            "giras en la capacidad de la caché (el sitio que tiene reservado), no en las posiciones que ya guarda: "
+            "la capacidad no dice dónde va la secuencia.",
+            "you turn at the cache's capacity (the room it has reserved), not at the positions it already holds: "
+            "the capacity does not say where the sequence is.",
+        ),
+        "cached_after_append": (
+            "tomas la posición después de añadir a la caché: entonces ya cuenta los T tokens nuevos (S + T), y lo "
+            "que añadiste aún no estaba girado. Toma la posición antes de añadir, gira `q` y `k` y añade las claves "
+            "ya giradas.",
+            "you take the position after appending to the cache: by then it already counts the T new tokens "
+            "(S + T), and what you appended was not turned yet. Take the position before appending, turn `q` and "
+            "`k`, and append the turned keys.",
+        ),
+        "cached_q_unrotated": (
+            "no giras las consultas: RoPE gira `q` y `k`, cada uno en su posición, para que su producto dependa de "
+            "la distancia entre los dos tokens.",
+            "you do not turn the queries: RoPE turns `q` and `k`, each at its position, so that their product "
+            "depends on the distance between the two tokens.",
+        ),
+        "cached_k_unrotated": (
+            "no giras las claves nuevas: la caché las guarda sin girar y la atención las usa así. Gira `k` en las "
+            "posiciones de los tokens nuevos antes de añadirla a la caché.",
+            "you do not turn the new keys: the cache stores them unturned and attention uses them so. Turn `k` at "
+            "the new tokens' positions before appending it to the cache.",
+        ),
+        "cached_stored_unrotated": (
+            "atiendes con las claves giradas, pero guardas en la caché las de antes de girar: el paso siguiente las "
+            "leerá sin girar. Añade a la caché las claves ya giradas.",
+            "you attend with the turned keys, but store the unturned ones in the cache: the next step will read "
+            "them unturned. Append the turned keys to the cache.",
+        ),
+        "cached_rotated_again": (
+            "vuelves a girar claves que la caché ya guardaba giradas: cada clave se gira una sola vez, en su "
+            "posición, antes de guardarla. Gira solo las claves nuevas y atiende con las guardadas tal cual.",
+            "you turn again keys the cache already held turned: each key is turned once, at its position, before "
+            "it is stored. Turn only the new keys and attend with the stored ones as they are.",
+        ),
+        "cached_interleaved": (
+            "giras los pares vecinos (2i, 2i+1), los del ejercicio 1; el modelo usa los pares por mitades "
+            "(i, i + D_h/2), los de `apply_rope` por defecto.",
+            "you turn neighbouring pairs (2i, 2i+1), exercise 1's; the model uses pairs by halves (i, i + D_h/2), "
+            "`apply_rope`'s default.",
+        ),
+        "cached_base": (
+            "con base = 10000 acierta, pero no con otra base: usa el argumento `base`.",
+            "it is right with base = 10000 but not with another base: use the `base` argument.",
+        ),
+        "cached_rotated_values": (
+            "giras también los valores: RoPE gira solo las consultas y las claves (lo que se compara); los valores "
+            "se guardan y se mezclan tal cual.",
+            "you turn the values too: RoPE turns only queries and keys (what is compared); the values are stored "
+            "and mixed as they are.",
+        ),
+        "cached_no_causal": (
+            "con varios tokens nuevos (T > 1), cada uno ve también los que vienen después de él: falta la máscara "
+            "causal entre los tokens nuevos. El token nuevo i ve las posiciones guardadas y los nuevos hasta él.",
+            "with several new tokens (T > 1), each one also sees those after it: the causal mask among the new "
+            "tokens is missing. New token i sees the stored positions and the new ones up to itself.",
+        ),
+        "cached_hides_cache": (
+            "tu máscara oculta posiciones guardadas que los tokens nuevos deben ver: cada token nuevo ve todas las "
+            "posiciones de la caché. La diagonal de la máscara causal del token nuevo i es su posición, S + i, no i.",
+            "your mask hides stored positions that the new tokens must see: each new token sees every position of "
+            "the cache. The diagonal of new token i's causal mask is its position, S + i, not i.",
+        ),
+        "cached_scale_model": (
+            "divides las puntuaciones entre √(H·D_h) = √d_model; la escala es √D_h, la dimensión de una cabeza.",
+            "you divide the scores by √(H·D_h) = √d_model; the scale is √D_h, the width of one head.",
+        ),
+        "cached_no_scale": (
+            "no escalas las puntuaciones: divídelas entre √D_h antes de la softmax.",
+            "you do not scale the scores: divide them by √D_h before the softmax.",
+        ),
+        "cached_keys_other": (
+            "las claves que añadiste a la caché no son `k` girada en las posiciones de los tokens nuevos (con "
+            "H = {H}, H_kv = {Hkv}, S = {S}, T = {T}).",
+            "the keys you appended to the cache are not `k` turned at the new tokens' positions (with H = {H}, "
+            "H_kv = {Hkv}, S = {S}, T = {T}).",
+        ),
+        "cached_values_other": (
+            "los valores que añadiste a la caché no son `v` tal cual (con S = {S}, T = {T}).",
+            "the values you appended to the cache are not `v` as it is (with S = {S}, T = {T}).",
+        ),
+        "cached_output_other": (
+            "la caché está bien, pero la salida no coincide (con H = {H}, H_kv = {Hkv}, S = {S}, T = {T}): revisa "
+            "el giro de `q`, la repetición de las cabezas, la máscara y la escala.",
+            "the cache is right, but the output does not match (with H = {H}, H_kv = {Hkv}, S = {S}, T = {T}): "
+            "check the turn of `q`, the repetition of the heads, the mask and the scale.",
+        ),
+        # RoPE's offset under a cache (the old exercise 4, kept for saved copies of the notebook)
         "offset_type": (
             "devuelve un número entero (un `int`), la posición del primer token nuevo, no {got}.",
             "return an integer (an `int`), the position of the first new token, not {got}.",
@@ -656,7 +819,277 @@ def _words(lang: str, numbers: list[int]) -> str:
     return text[0] if len(text) == 1 else ", ".join(text[:-1]) + tr(lang, " y ", " and ") + text[-1]
 
 
-# ---- 10.rope_offset ------------------------------------------------------------------------------
+# ---- 10.cached_step ------------------------------------------------------------------------------
+
+
+class _StepCase:
+    """One call of the student's step: new q (B, T, H, Dh), k and v (B, T, Hkv, Dh), a preallocated cache of
+    capacity C already holding S positions (``old_k``, ``old_v``: (B, S, Hkv, Dh)), and RoPE's base."""
+
+    def __init__(self, B: int, T: int, H: int, Hkv: int, Dh: int, S: int, C: int, base: float, seed: int):
+        self.B, self.T, self.H, self.Hkv, self.Dh, self.S, self.C, self.base = B, T, H, Hkv, Dh, S, C, base
+        self.q = randn(B, T, H, Dh, seed=seed)
+        self.k, self.v = randn(B, T, Hkv, Dh, seed=seed + 1), randn(B, T, Hkv, Dh, seed=seed + 2)
+        self.old_k, self.old_v = randn(B, S, Hkv, Dh, seed=seed + 3), randn(B, S, Hkv, Dh, seed=seed + 4)
+
+    def cache(self) -> AttentionCache:
+        cache = AttentionCache(capacity=self.C)
+        if self.S:
+            cache.update(self.old_k.clone(), self.old_v.clone())
+        return cache
+
+
+# Every shape differs from the others (B ≠ T ≠ H ≠ Hkv ≠ Dh where it matters), C differs from S + 1 and
+# S + T, grouped heads with G = 2 and G = 3, plain heads (Hkv = H) and one shared head (Hkv = 1), T = 1 and
+# T > 1, two empty caches, and bases other than 10000.
+_STEP_CASES = [
+    _StepCase(B=2, T=1, H=4, Hkv=2, Dh=8, S=5, C=9, base=10000.0, seed=50),
+    _StepCase(B=1, T=3, H=6, Hkv=2, Dh=6, S=4, C=11, base=500.0, seed=55),
+    _StepCase(B=3, T=2, H=4, Hkv=4, Dh=4, S=0, C=5, base=100.0, seed=60),
+    _StepCase(B=2, T=3, H=2, Hkv=1, Dh=10, S=6, C=13, base=50.0, seed=65),
+    _StepCase(B=1, T=1, H=3, Hkv=1, Dh=6, S=0, C=4, base=1000.0, seed=70),
+    _StepCase(B=1, T=2, H=6, Hkv=3, Dh=4, S=7, C=12, base=10000.0, seed=75),
+]
+
+
+def _step_reference(case: _StepCase) -> tuple[Tensor, AttentionCache]:
+    """The package's own step: the package's ``GroupedQueryAttention`` with the cache (RoPE at the positions and
+    the mask that ``KVCache.extend`` gives), fed q, k and v through projections that only pick them out of one
+    input. Returns the output (B, T, H, Dh) and the cache it appended to."""
+    B, T, H, Hkv, Dh, S = case.B, case.T, case.H, case.Hkv, case.Dh, case.S
+    widths = [H * Dh, Hkv * Dh, Hkv * Dh]
+    D = sum(widths)
+    rope = modern.RotaryEmbedding(Dh, S + T, case.base)
+    attn = modern.GroupedQueryAttention(D, H, Hkv, rope, d_head=Dh).eval()
+    with torch.no_grad():
+        eye = torch.eye(D)
+        for layer, rows in zip((attn.W_q, attn.W_k, attn.W_v), eye.split(widths)):
+            layer.weight.copy_(rows)  # picks q, k or v out of x
+        attn.W_o.weight.copy_(eye[:, : H * Dh])  # the heads in the first H · Dh columns
+        positions = KVCache(1)
+        if S:
+            positions.extend(torch.ones(B, S, dtype=torch.bool))
+        at, mask = positions.extend(torch.ones(B, T, dtype=torch.bool))  # (B, T), (B, 1, T, S + T)
+        x = torch.cat([case.q.flatten(2), case.k.flatten(2), case.v.flatten(2)], dim=-1)  # (B, T, D)
+        cache = case.cache()
+        out, _ = attn(x, mask, positions=at, cache=cache)
+    return out[..., : H * Dh].reshape(B, T, H, Dh), cache
+
+
+def _turn(x: Tensor, at: int | None, base: float, interleaved: bool = False) -> Tensor:
+    """x (B, T, h, Dh) turned at positions at … at + T − 1 (``None``: not turned), as (B, h, T, Dh)."""
+    x = x.transpose(1, 2)
+    if at is None:
+        return x
+    cos, sin = modern.rope_cos_sin(torch.arange(at, at + x.size(-2)), x.size(-1), base)
+    return modern.apply_rope(x, cos, sin, interleaved=interleaved)
+
+
+def _step_variant(
+    case: _StepCase,
+    q_at: int | None,
+    k_at: int | None,
+    *,
+    store_turned: bool = True,
+    again: bool = False,
+    interleaved: bool = False,
+    base: float | None = None,
+    turn_values: bool = False,
+    repeat: str = "interleave",
+    mask: str = "causal",
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """What a step written with one mistake gives: (output (B, T, H, Dh), the keys and the values it appends
+    (B, T, Hkv, Dh)). ``q_at``/``k_at``: where q and the new keys are turned (None: not turned);
+    ``store_turned``: the turned keys are stored (else k as given); ``again``: all the keys, stored and new,
+    are turned at 0 … S + T − 1 after appending; ``repeat``: "interleave" (the package's grouping) or "tile";
+    ``mask``: "causal", "none", "unshifted" (the causal diagonal at column i, not S + i) or "new_only"."""
+    T, H, Hkv, Dh, S = case.T, case.H, case.Hkv, case.Dh, case.S
+    base = case.base if base is None else base
+    q = _turn(case.q, q_at, base, interleaved)  # (B, H, T, Dh)
+    new_k = _turn(case.k, k_at, base, interleaved)  # (B, Hkv, T, Dh)
+    new_v = _turn(case.v, S if turn_values else None, base, interleaved)
+    stored_k = new_k if store_turned else case.k.transpose(1, 2)
+    keys = torch.cat([case.old_k.transpose(1, 2), stored_k if again else new_k], dim=2)  # (B, Hkv, S + T, Dh)
+    if again:
+        keys = _turn(keys.transpose(1, 2), 0, base, interleaved)
+    values = torch.cat([case.old_v.transpose(1, 2), new_v], dim=2)
+    G = H // Hkv
+    if repeat == "interleave":
+        keys, values = keys.repeat_interleave(G, dim=1), values.repeat_interleave(G, dim=1)  # (B, H, S + T, Dh)
+    else:
+        keys, values = keys.repeat(1, G, 1, 1), values.repeat(1, G, 1, 1)
+    allowed = {
+        "causal": torch.ones(T, S + T, dtype=torch.bool).tril(diagonal=S),
+        "none": None,
+        "unshifted": torch.ones(T, S + T, dtype=torch.bool).tril(),
+        "new_only": torch.cat([torch.zeros(T, S, dtype=torch.bool), torch.ones(T, T, dtype=torch.bool).tril()], 1),
+    }[mask]
+    scores = q @ keys.transpose(-2, -1) * (1 / math.sqrt(Dh) if scale is None else scale)  # (B, H, T, S + T)
+    out = masked_softmax(scores, allowed) @ values  # (B, H, T, Dh)
+    return out.transpose(1, 2), stored_k.transpose(1, 2), new_v.transpose(1, 2)
+
+
+def _step_mistakes(cases: list[_StepCase]) -> list[tuple[str, list[tuple[Tensor, Tensor, Tensor] | None]]]:
+    """What each typical mistake gives on each case, (output, appended keys, appended values); two ways to make
+    one mistake share its key. A mistake whose program is right on a case gives the right answer there."""
+
+    def each(**how: Any) -> list[tuple[Tensor, Tensor, Tensor] | None]:
+        return [_step_variant(c, **{k: f(c) if callable(f) else f for k, f in how.items()}) for c in cases]
+
+    def at(shift: Callable[[_StepCase], int]) -> dict[str, Callable[[_StepCase], int]]:
+        return {"q_at": shift, "k_at": shift}
+
+    right = at(lambda c: c.S)
+    mistakes = [
+        ("cached_at_zero", each(**at(lambda c: 0))),
+        ("cached_plus_one", each(**at(lambda c: c.S + 1))),
+        ("cached_capacity", each(**at(lambda c: c.C))),
+        ("cached_after_append", each(**at(lambda c: c.S + c.T), store_turned=False)),
+        ("cached_after_append", each(q_at=lambda c: c.S + c.T, k_at=None, store_turned=False, again=True)),
+        ("cached_after_append", each(**at(lambda c: c.S + c.T))),
+        ("cached_q_unrotated", each(q_at=None, k_at=lambda c: c.S)),
+        ("cached_k_unrotated", each(q_at=lambda c: c.S, k_at=None)),
+        ("cached_stored_unrotated", each(**right, store_turned=False)),
+        ("cached_rotated_again", each(q_at=lambda c: c.S, k_at=None, store_turned=False, again=True)),
+        ("cached_rotated_again", each(**right, again=True)),
+        ("cached_interleaved", each(**right, interleaved=True)),
+        ("cached_rotated_values", each(**right, turn_values=True)),
+        ("cached_grouping", each(**right, repeat="tile")),
+        ("cached_no_causal", each(**right, mask="none")),
+        ("cached_hides_cache", each(**right, mask="unshifted")),
+        ("cached_hides_cache", each(**right, mask="new_only")),
+        ("cached_scale_model", each(**right, scale=lambda c: 1 / math.sqrt(c.H * c.Dh))),
+        ("cached_no_scale", each(**right, scale=1.0)),
+    ]
+    if any(c.base != 10000.0 for c in cases):  # a hard-coded base only shows with another one
+        mistakes.append(("cached_base", each(**right, base=10000.0)))
+    return mistakes
+
+
+def _same_step(answer: tuple[Tensor, Tensor, Tensor], gives: tuple[Tensor, Tensor, Tensor]) -> bool:
+    return all(close(a, b, atol=1e-4) for a, b in zip(answer, gives))
+
+
+_STEP_TOOLS = (
+    "torch.nn.functional.scaled_dot_product_attention",
+    ("minitransformer.attention.fast_attention", "fast_attention"),
+    ("minitransformer.modern.GroupedQueryAttention.forward", "GroupedQueryAttention"),
+    ("minitransformer.modern.ModernBlock.forward", "ModernBlock"),
+    ("minitransformer.modern.ModernTransformer.forward", "ModernTransformer"),
+)
+_STEP_WHY = (
+    "repite tú las cabezas de clave y valor y escribe tú la máscara, sin la atención de PyTorch ni los módulos de "
+    "atención del paquete.",
+    "repeat the key/value heads and write the mask yourself, without PyTorch's attention or the package's "
+    "attention modules.",
+)
+
+
+def _cache_state(cache: AttentionCache) -> tuple[int, Tensor | None, Tensor | None]:
+    """How many positions the cache holds after the student's step, and its keys and values (None if it holds
+    something that is not a tensor)."""
+    k, v = cache.k, cache.v
+    if not isinstance(k, Tensor) or not isinstance(v, Tensor) or k.dim() < 2:
+        return 0 if k is None else -1, None, None
+    return k.size(1), k.detach().cpu(), v.detach().cpu()
+
+
+def _step_answer(lang: str, case: _StepCase, got: Any, cache: AttentionCache) -> tuple[Tensor, Tensor, Tensor]:
+    """The answer on ``case`` as (output, appended keys, appended values); what is wrong with its shape or with
+    the cache's length stops the check with its hint."""
+    B, T, H, Hkv, Dh, S = case.B, case.T, case.H, case.Hkv, case.Dh, case.S
+    got = tensor(lang, got)
+    if got.is_complex():
+        raise stop(HINTS(lang, "complex"))
+    if not got.is_floating_point():
+        raise stop(HINTS(lang, "dtype", dtype=dtype_name(got)))
+    if got.shape != (B, T, H, Dh):
+        if got.shape == (B, H, T, Dh):
+            raise stop(HINTS(lang, "cached_layout", got=tuple(got.shape)))
+        raise stop(wrong_shape(lang, got, (B, T, H, Dh)))
+    length, keys, values = _cache_state(cache)
+    if length == S:
+        raise stop(HINTS(lang, "cached_not_appended", S=S))
+    if length != S + T or keys is None:
+        raise stop(HINTS(lang, "cached_length", got=length, expected=S + T, S=S, T=T))
+    if keys.dim() == 4 and keys.shape[2] != Hkv and keys.shape[0] == B:
+        raise stop(HINTS(lang, "cached_stored_heads", got=keys.shape[2], Hkv=Hkv))
+    if keys.shape != (B, S + T, Hkv, Dh) or values.shape != keys.shape:
+        raise stop(HINTS(lang, "cached_length", got=length, expected=S + T, S=S, T=T))
+    if not (close(keys[:, :S], case.old_k) and close(values[:, :S], case.old_v)):
+        raise stop(HINTS(lang, "cached_old_changed", S=S))
+    return got.float(), keys[:, S:].float(), values[:, S:].float()
+
+
+@exercise("10.cached_step")
+def check_cached_step(cached_step: Callable[..., Tensor], lang: str | None = None) -> Feedback:
+    """Check ``cached_step(q, k, v, cache, base)``: one decode step of grouped-query attention with RoPE
+    (halves) under a preallocated :class:`~minitransformer.kv_cache.AttentionCache`. q (B, T, H, Dh), k and v
+    (B, T, Hkv, Dh), cache (B, S, Hkv, Dh) -> (B, T, H, Dh); the cache must hold S + T positions after it.
+
+    Every case is run first; an answer that fails only on the empty caches, or only where the heads are grouped
+    (1 < Hkv < H), is told so; otherwise a mistake is named when it explains every case.
+    """
+    runs: list[Any] = []  # per case: (output, keys, values), or the Unfinished it stopped with
+    for case in _STEP_CASES:
+        cache = case.cache()
+        args = (case.q.clone(), case.k.clone(), case.v.clone(), cache, case.base)
+        try:
+            runs.append(_step_answer(lang, case, _run(lang, cached_step, args, _STEP_TOOLS, _STEP_WHY), cache))
+        except _Forbidden:
+            raise
+        except Unfinished as stopped:
+            runs.append(stopped)
+    expected = []
+    for case in _STEP_CASES:
+        out, cache = _step_reference(case)
+        expected.append((out, cache.k[:, case.S :], cache.v[:, case.S :]))
+    right = [not isinstance(r, Unfinished) and _same_step(r, e) for r, e in zip(runs, expected)]
+    if all(right):
+        return correct(
+            lang,
+            "Es el paso que da cada capa de `ModernTransformer` al generar con caché.",
+            "It is the step each layer of `ModernTransformer` takes when it generates with a cache.",
+        )
+    crashed = {i for i, r in enumerate(runs) if isinstance(r, Unfinished) and r.feedback.hint == "crashed"}
+    for key, where in [
+        ("cached_empty", {i for i, c in enumerate(_STEP_CASES) if c.S == 0}),
+        ("cached_no_repeat", {i for i, c in enumerate(_STEP_CASES) if 1 < c.Hkv < c.H}),
+    ]:
+        if crashed == where:  # it fails there, and only there
+            case = _STEP_CASES[min(where)]
+            hint = HINTS(lang, key, H=case.H, Hkv=case.Hkv)
+            said = sentence(runs[min(where)].feedback.message.split(" ", 3)[-1])
+            return Feedback(False, f"{hint.message}\n{said}", hint.hint)
+    for run in runs:  # the repeated heads do not fit a cache that holds H_kv: the crashes elsewhere follow from it
+        if isinstance(run, Unfinished) and run.feedback.hint == "cached_stored_heads":
+            raise run
+    first = right.index(False)
+    if isinstance(runs[first], Unfinished):
+        raise runs[first]
+    ran = [i for i, r in enumerate(runs) if not isinstance(r, Unfinished)]
+    # EVERY_CASE: each mistake is a whole step a student could write, run on every case that gave an answer
+    key = diagnose(
+        [runs[i] for i in ran],
+        [(k, [gives[i] for i in ran]) for k, gives in _step_mistakes(_STEP_CASES)],
+        EVERY_CASE,
+        same=_same_step,
+    )
+    if key is not None:
+        return HINTS(lang, key)
+    case, (out, keys, values), (_, want_keys, want_values) = _STEP_CASES[first], runs[first], expected[first]
+    shapes = {"H": case.H, "Hkv": case.Hkv, "S": case.S, "T": case.T}
+    if not close(keys, want_keys, atol=1e-4):
+        return HINTS(lang, "cached_keys_other", **shapes)
+    if not close(values, want_values, atol=1e-4):
+        return HINTS(lang, "cached_values_other", **shapes)
+    if not bool(torch.isfinite(out).all()):
+        return HINTS(lang, "nan")
+    return HINTS(lang, "cached_output_other", **shapes)
+
+
+# ---- the old exercise 4, 10.rope_offset: kept for saved copies of the notebook -----------------
 
 
 def _offset_mistakes(filled: list[tuple[int, int]], batch: int, kv_heads: int) -> dict[str, list[int]]:
@@ -695,10 +1128,13 @@ def _offset_answer(lang: str, got: Any) -> int:
     raise stop(HINTS(lang, "offset_type", got=shown))
 
 
-@exercise("10.rope_offset")
+@checker
 def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | None = None) -> Feedback:
     """Check ``rope_offset(cache)``: the position RoPE turns the first new token to, for one layer's
     preallocated :class:`~minitransformer.kv_cache.AttentionCache` (no padding).
+
+    The old exercise 4 of notebook 10, replaced by ``10.cached_step`` (its statement said the answer): no
+    longer an exercise of the notebook, with no worked solution, it still checks a saved copy's answer.
 
     Caches of several lengths S and capacities C (B = 3, Hkv = 2, chosen so that every mistake gives
     other numbers) are tried first, the empty one last.

@@ -1,11 +1,13 @@
 """The answer key of notebook 10, in notebook order:
-``10.rope``, ``10.swiglu``, ``10.online_softmax``, ``10.rope_offset``.
+``10.rope``, ``10.swiglu``, ``10.online_softmax``, ``10.cached_step``.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ...attention import scaled_dot_product_attention
+from ...modern import apply_rope, rope_cos_sin
 from .._core import exercise
 from ..registry import explain
 
@@ -69,16 +71,33 @@ def solution_online_softmax(scores, block_size):
     return torch.exp(scores - m) / l  # (R, S)
 
 
-@exercise("10.rope_offset")
+@exercise("10.cached_step")
 @explain(
-    "La caché guarda las claves de las posiciones 0 … S − 1, ya giradas cada una en la suya; len(cache) es S (el eje "
-    "1 de cache.k, y 0 cuando la caché aún está vacía y cache.k es None). El primer token nuevo es el siguiente de "
-    "la secuencia: su posición es S, y los siguientes de la misma llamada van en S + 1, S + 2… La capacidad de una "
-    "caché preasignada solo dice cuánto sitio le queda, no dónde va la secuencia.",
-    "The cache holds the keys of positions 0 … S − 1, each already turned at its own; len(cache) is S (axis 1 of "
-    "cache.k, and 0 while the cache is still empty and cache.k is None). The first new token is the sequence's "
-    "next: its position is S, and the next ones of the same call go at S + 1, S + 2… The capacity of a "
-    "preallocated cache only says how much room it has, not where the sequence is.",
+    "La caché ya guarda S = len(cache) posiciones, así que los T tokens nuevos están en las posiciones S, S + 1, "
+    "…, S + T − 1: ahí se giran `q` y `k` (con las cabezas delante de los tokens, como pide `apply_rope`), y eso se "
+    "toma antes de añadir nada. La caché recibe las claves giradas, que no se vuelven a girar nunca, y los valores "
+    "tal cual, en su disposición (B, T, H_kv, D_h); `update` devuelve todas las guardadas. Cada cabeza de clave y "
+    "valor se repite G = H / H_kv veces seguidas (la cabeza de consulta h usa la h // G). La máscara deja a cada "
+    "token nuevo i ver las S posiciones guardadas y los nuevos hasta él mismo: la diagonal de una máscara causal "
+    "de T filas y S + T columnas desplazada S columnas. Los comentarios dan la forma de cada tensor.",
+    "The cache already holds S = len(cache) positions, so the T new tokens are at positions S, S + 1, …, "
+    "S + T − 1: that is where `q` and `k` are turned (with the heads before the tokens, as `apply_rope` wants), and "
+    "it is read before anything is appended. The cache gets the turned keys, never turned again, and the values "
+    "as they are, in its layout (B, T, H_kv, D_h); `update` returns all the stored ones. Each key/value head is "
+    "repeated G = H / H_kv times in a row (query head h uses head h // G). The mask lets each new token i see the "
+    "S stored positions and the new ones up to itself: the diagonal of a causal mask of T rows and S + T columns, "
+    "shifted by S columns. The comments give each tensor's shape.",
 )
-def solution_rope_offset(cache):
-    return len(cache)
+def solution_cached_step(q, k, v, cache, base):
+    B, T, H, Dh = q.shape
+    S = len(cache)
+    cos, sin = rope_cos_sin(torch.arange(S, S + T), Dh, base)  # (T, Dh/2)
+    q = apply_rope(q.transpose(1, 2), cos, sin)  # (B, H, T, Dh)
+    k = apply_rope(k.transpose(1, 2), cos, sin)  # (B, H_kv, T, Dh)
+    keys, values = cache.update(k.transpose(1, 2), v)  # (B, S + T, H_kv, Dh)
+    G = H // keys.size(2)
+    keys = keys.transpose(1, 2).repeat_interleave(G, dim=1)  # (B, H, S + T, Dh)
+    values = values.transpose(1, 2).repeat_interleave(G, dim=1)  # (B, H, S + T, Dh)
+    allowed = torch.ones(T, S + T, dtype=torch.bool).tril(diagonal=S)  # (T, S + T)
+    out, _ = scaled_dot_product_attention(q, keys, values, allowed)  # (B, H, T, Dh)
+    return out.transpose(1, 2)  # (B, T, H, Dh)
