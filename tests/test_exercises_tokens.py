@@ -494,6 +494,21 @@ def _bytes_then(word):
     return [BYTE_ID[b] for b in word.encode("utf-8")]
 
 
+def encode_with_is(word, merges):
+    ids = _bytes_then(word)
+    for (a, b), new_id in merges:
+        out, i = [], 0
+        while i < len(ids):
+            if i + 1 < len(ids) and ids[i] is a and ids[i + 1] is b:
+                out.append(new_id)
+                i += 2
+            else:
+                out.append(ids[i])
+                i += 1
+        ids = out
+    return ids
+
+
 def encode_nfc(word, merges):
     import unicodedata
 
@@ -581,6 +596,7 @@ ISSUE_37 = [
     (check_merge, merge_with_is, "identity"),
     (check_merge, merge_in_place, "mutates"),
     (check_merge, merge_with_package, "forbidden"),
+    (check_encode, encode_with_is, "encode_identity"),
     (check_encode, encode_nfc, "normalises"),
     (check_encode, encode_nfkc, "normalises"),
     (check_encode, encode_lowercase, "lowercases"),

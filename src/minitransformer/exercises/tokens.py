@@ -216,6 +216,14 @@ HINTS = Hints(
             "cuando dos apariciones de un par se solapan, se fusiona la de la izquierda (con {word_es}).",
             "when two occurrences of a pair overlap, the left one is merged (with {word_en}).",
         ),
+        "encode_identity": (
+            "comparas los ids con `is`, que pregunta si son el mismo objeto, no el mismo número: funciona con los "
+            "enteros pequeños (hasta 256), de los que Python guarda una sola copia, y falla con los ids que traen las "
+            "fusiones a partir de 257 (con {word_es}). Compara números con ==.",
+            "you compare the ids with `is`, which asks whether they are the same object, not the same number: it works "
+            "with small integers (up to 256), of which Python keeps a single copy, and fails with the ids that merges "
+            "bring from 257 up (with {word_en}). Compare numbers with ==.",
+        ),
         "normalises": (
             "normalizas el texto (NFC o NFKC) antes de codificarlo: el tokenizador codifica los bytes tal como "
             "llegan, y {word_es} con el acento descompuesto (n + ◌̃) tiene otros bytes que con «ñ» de una pieza.",
@@ -711,6 +719,7 @@ _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
     (_normalised("NFKC"), "normalises"),
     (lambda word, merges: _apply(_byte_ids(word.lower()), merges), "lowercases"),
     (_own_ids, "own_ids"),
+    (lambda word, merges: _apply(_byte_ids(word), merges, _identity), "encode_identity"),
 ]
 
 _ENCODE_WHY = (
