@@ -408,3 +408,224 @@ def test_junk_never_crashes(lang, check):
 
     fb = check(raises, lang=lang)
     assert not fb and "KeyError" in fb.message
+
+
+# --- issue 37: wrong answers the checkers used to accept ----------------------------------------
+# Each written as a student would, independently of the checker's own mistake programs.
+
+
+def count_with_table(words):
+    """A 256 × 256 table: fine for bytes, out of range for the ids merges make."""
+    table = [[0] * 256 for _ in range(256)]
+    for w in words:
+        for a, b in zip(w, w[1:]):
+            table[a][b] += 1
+    return {(a, b): table[a][b] for a in range(256) for b in range(256) if table[a][b]}
+
+
+def count_with_bytes(words):
+    counts = Counter()
+    for w in words:
+        data = bytes(w)
+        counts.update(zip(data, data[1:]))
+    return dict(counts)
+
+
+def count_empties_words(words):
+    counts = {}
+    for w in words:
+        while len(w) > 1:
+            a = w.pop(0)
+            counts[(a, w[0])] = counts.get((a, w[0]), 0) + 1
+    return counts
+
+
+def count_with_package(words):
+    from minitransformer.tokenizer import count_pairs
+
+    return dict(count_pairs(words))
+
+
+def count_as_tensor_rows(words):
+    """The pairs as rows of a tensor, counted with torch.unique: the counts stay tensors."""
+    rows = torch.cat([torch.tensor(list(zip(w, w[1:])), dtype=torch.long).reshape(-1, 2) for w in words])
+    pairs, n = torch.unique(rows, dim=0, return_counts=True)
+    return {tuple(p): c.reshape(1).repeat(2) for p, c in zip(pairs.tolist(), n)}
+
+
+def count_as_tensor_counts(words):
+    rows = torch.cat([torch.tensor(list(zip(w, w[1:])), dtype=torch.long).reshape(-1, 2) for w in words])
+    pairs, n = torch.unique(rows, dim=0, return_counts=True)
+    return dict(zip(map(tuple, pairs.tolist()), n))
+
+
+def merge_with_bytes(ids, pair, new_id):
+    return list(bytes(ids).replace(bytes(pair), bytes([new_id])))
+
+
+def merge_with_is(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] is pair[0] and ids[i + 1] is pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def merge_in_place(ids, pair, new_id):
+    i = 0
+    while i < len(ids) - 1:
+        if ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            ids[i : i + 2] = [new_id]
+        i += 1
+    return ids
+
+
+def merge_with_package(ids, pair, new_id):
+    from minitransformer import tokenizer
+
+    return tokenizer.merge(ids, pair, new_id)
+
+
+def _bytes_then(word):
+    return [BYTE_ID[b] for b in word.encode("utf-8")]
+
+
+def encode_with_is(word, merges):
+    ids = _bytes_then(word)
+    for (a, b), new_id in merges:
+        out, i = [], 0
+        while i < len(ids):
+            if i + 1 < len(ids) and ids[i] is a and ids[i + 1] is b:
+                out.append(new_id)
+                i += 2
+            else:
+                out.append(ids[i])
+                i += 1
+        ids = out
+    return ids
+
+
+def encode_nfc(word, merges):
+    import unicodedata
+
+    return _apply(_bytes_then(unicodedata.normalize("NFC", word)), merges)
+
+
+def encode_nfkc(word, merges):
+    import unicodedata
+
+    return _apply(_bytes_then(unicodedata.normalize("NFKC", word)), merges)
+
+
+def encode_lowercase(word, merges):
+    return _apply(_bytes_then(word.lower()), merges)
+
+
+def encode_numbers_merges(word, merges):
+    ids = _bytes_then(word)
+    for rank, (pair, _) in enumerate(merges):
+        ids = solution_my_merge(ids, pair, 256 + rank)
+    return ids
+
+
+def encode_empties_merges(word, merges):
+    ids = _bytes_then(word)
+    while merges:
+        pair, new_id = merges.pop(0)
+        ids = solution_my_merge(ids, pair, new_id)
+    return ids
+
+
+def encode_with_package_merge(word, merges):
+    from minitransformer.tokenizer import merge
+
+    ids = _bytes_then(word)
+    for pair, new_id in merges:
+        ids = merge(ids, pair, new_id)
+    return ids
+
+
+def encode_with_train_bpe(word, merges):
+    from minitransformer.tokenizer import train_bpe
+
+    base = train_bpe("", 256)  # the 256 bytes, no merge
+    return _apply([base.vocab.index(bytes([b])) for b in word.encode()], merges)
+
+
+def _vocab(merges):
+    from minitransformer.tokenizer import BYTE_ORDER
+
+    vocab = [bytes([b]) for b in BYTE_ORDER]
+    for (a, b), new_id in merges:
+        vocab += [b""] * (new_id + 1 - len(vocab))
+        vocab[new_id] = vocab[a] + vocab[b]
+    return vocab
+
+
+def encode_with_bytebpe(word, merges):
+    from minitransformer.tokenizer import ByteBPE
+
+    return ByteBPE(tuple(merges), tuple(_vocab(merges))).encode(word)
+
+
+def encode_with_tokenizers(word, merges):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from minitransformer.tokenizer import BYTE_CHAR
+
+    vocab = _vocab(merges)
+    text = ["".join(BYTE_CHAR[b] for b in t) for t in vocab]
+    bpe = models.BPE({t: i for i, t in enumerate(text) if t}, [(text[a], text[b]) for (a, b), _ in merges])
+    tok = Tokenizer(bpe)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    return tok.encode(word).ids
+
+
+ISSUE_37 = [
+    (check_count_pairs, count_with_table, "below_256"),
+    (check_count_pairs, count_with_bytes, "below_256"),
+    (check_count_pairs, count_empties_words, "mutates"),
+    (check_count_pairs, count_with_package, "forbidden"),
+    (check_count_pairs, count_as_tensor_rows, "count_type"),
+    (check_count_pairs, count_as_tensor_counts, "count_type"),
+    (check_merge, merge_with_bytes, "below_256"),
+    (check_merge, merge_with_is, "identity"),
+    (check_merge, merge_in_place, "mutates"),
+    (check_merge, merge_with_package, "forbidden"),
+    (check_encode, encode_with_is, "encode_identity"),
+    (check_encode, encode_nfc, "normalises"),
+    (check_encode, encode_nfkc, "normalises"),
+    (check_encode, encode_lowercase, "lowercases"),
+    (check_encode, encode_numbers_merges, "own_ids"),
+    (check_encode, encode_empties_merges, "mutates"),
+    (check_encode, encode_with_package_merge, "forbidden"),
+    (check_encode, encode_with_train_bpe, "forbidden"),
+    (check_encode, encode_with_bytebpe, "forbidden"),
+    (check_encode, encode_with_tokenizers, "forbidden"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check, answer, hint", ISSUE_37, ids=lambda x: getattr(x, "__name__", None))
+def test_issue_37_wrong_answers_are_named(lang, check, answer, hint):
+    assert_rejected(check(answer, lang=lang), lang, hint)
+
+
+def test_forbidden_tools_work_again_after_a_check():
+    """The package's tokenizer and tokenizers are switched off only while the student's function runs."""
+    from tokenizers import Tokenizer, models
+
+    from minitransformer.tokenizer import ByteBPE, count_pairs, merge
+
+    for check, answer, _ in ISSUE_37:
+        check(answer, lang="en")
+    assert merge([1, 2, 1, 2], (1, 2), 300) == [300, 300]
+    assert count_pairs([[1, 2, 1]]) == {(1, 2): 1, (2, 1): 1}
+    tok = train_bpe("el año y el niño", 260)
+    assert isinstance(tok, ByteBPE) and tok.decode(tok.encode("el año")) == "el año"
+    hf = Tokenizer(models.BPE({"a": 0, "b": 1, "ab": 2}, [("a", "b")]))
+    assert hf.encode("ab").ids == [2]

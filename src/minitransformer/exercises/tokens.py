@@ -4,19 +4,38 @@ with a list of merges.
 Each checker compares the student's answer with the package's own (:mod:`minitransformer.tokenizer`,
 computed before the student's code runs), on cases where the usual mistakes give different
 answers (a pair that repeats inside a word, ``a a a``, merges whose order matters, letters of
-two bytes), and names the mistake without writing the code.
+two bytes, ids of 256 and above, merges whose ids are not numbered in order, decomposed accents and
+capitals), and names the mistake without writing the code. The student's function gets copies of
+the lists (with ints of its own, so an ``is`` between ids says what it says in a real program),
+checked unchanged after the call; the package's tokenizer and ``tokenizers``, which the statements
+forbid, are switched off while it runs.
 The worked solutions are in the answer key :mod:`.solutions.nb11`.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import numbers
 import operator
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..tokenizer import BYTE_ID, count_pairs, merge, pretokenize, train_bpe
-from ._core import EVERY_CASE, Feedback, Hints, Unfinished, attempt, correct, diagnose, exercise, stop, type_name
+from ._core import (
+    EVERY_CASE,
+    Feedback,
+    Hints,
+    Unfinished,
+    attempt,
+    correct,
+    diagnose,
+    exercise,
+    forbid,
+    stop,
+    type_name,
+)
 
 __all__ = [
     "HINTS",
@@ -64,6 +83,28 @@ HINTS = Hints(
             "(dict.update sustituye, no suma): con {words} el par {pair} aparece {n} veces.",
             "the count of a pair that occurs in several words adds up, and yours keeps the last word's (dict.update "
             "replaces, it does not add): with {words} the pair {pair} occurs {n} times.",
+        ),
+        "count_type": (
+            "cada recuento debe ser un número entero (int), y el del par {pair} es {got}: convierte cada valor con "
+            "int(...) antes de guardarlo.",
+            "each count must be an integer (int), and the one of the pair {pair} is {got}: turn each value into an "
+            "int(...) before storing it.",
+        ),
+        "below_256": (
+            "aciertas con ids menores que 256 (los bytes), pero no con ids mayores, como los de los tokens que crean "
+            "las fusiones (con {case}): ¿guardas o comparas los ids con algo que solo admite 256 valores, como una "
+            "tabla de 256 o bytes(...)?",
+            "you are right with ids below 256 (the bytes), but not with larger ids, such as those of the tokens that "
+            "merges make (with {case}): do you store or compare the ids with something that only holds 256 values, "
+            "such as a table of 256 or bytes(...)?",
+        ),
+        "mutates": (
+            "tu función cambia la lista `{arg}` que recibe (antes {before}, después {after}): quien la llama la sigue "
+            "necesitando tal cual. Construye listas nuevas en vez de modificar la que recibes (con pop, remove o "
+            "asignando en ella).",
+            "your function changes the list `{arg}` it is given (before {before}, after {after}): the caller still "
+            "needs it as it was. Build new lists instead of changing (pop, remove, assigning into) the one you "
+            "are given.",
         ),
         "reversed": (
             "tus pares están al revés: la clave es (izquierda, derecha), en el orden del texto.",
@@ -123,6 +164,14 @@ HINTS = Hints(
             "el token nuevo debe tener el id que recibes, new_id = {new_id}.",
             "the new token must have the id you are given, new_id = {new_id}.",
         ),
+        "identity": (
+            "comparas los ids con `is`, que pregunta si son el mismo objeto, no el mismo número: Python guarda una "
+            "sola copia de los enteros pequeños (hasta 256), así que funciona con bytes y falla con ids como los "
+            "de {pair} (con {ids}). Compara números con ==.",
+            "you compare the ids with `is`, which asks whether they are the same object, not the same number: Python "
+            "keeps a single copy of small integers (up to 256), so it works with bytes and fails with ids such as "
+            "those of {pair} (with {ids}). Compare numbers with ==.",
+        ),
         "merge_wrong": (
             "con {ids}, el par {pair} y new_id = {new_id} devuelves {got}: cada aparición del par, de izquierda a "
             "derecha, se convierte en new_id y el resto queda igual.",
@@ -167,6 +216,32 @@ HINTS = Hints(
             "cuando dos apariciones de un par se solapan, se fusiona la de la izquierda (con {word_es}).",
             "when two occurrences of a pair overlap, the left one is merged (with {word_en}).",
         ),
+        "encode_identity": (
+            "comparas los ids con `is`, que pregunta si son el mismo objeto, no el mismo número: funciona con los "
+            "enteros pequeños (hasta 256), de los que Python guarda una sola copia, y falla con los ids que traen las "
+            "fusiones a partir de 257 (con {word_es}). Compara números con ==.",
+            "you compare the ids with `is`, which asks whether they are the same object, not the same number: it works "
+            "with small integers (up to 256), of which Python keeps a single copy, and fails with the ids that merges "
+            "bring from 257 up (with {word_en}). Compare numbers with ==.",
+        ),
+        "normalises": (
+            "normalizas el texto (NFC o NFKC) antes de codificarlo: el tokenizador codifica los bytes tal como "
+            "llegan, y {word_es} con el acento descompuesto (n + ◌̃) tiene otros bytes que con «ñ» de una pieza.",
+            "you normalise the text (NFC or NFKC) before encoding it: the tokenizer encodes the bytes as they come, "
+            "and {word_en} with the accent decomposed (n + ◌̃) has other bytes than with a one-piece “ñ”.",
+        ),
+        "lowercases": (
+            "pasas el texto a minúsculas: el tokenizador codifica los bytes tal como llegan, y las mayúsculas son "
+            "otros bytes (con {word_es}).",
+            "you lowercase the text: the tokenizer encodes the bytes as they come, and capitals are other bytes "
+            "(with {word_en}).",
+        ),
+        "own_ids": (
+            "numeras tú los tokens nuevos (256, 257, …): cada fusión trae su id, new_id, y las fusiones siguientes "
+            "se refieren a ese id (con {word_es}, las fusiones {merges}).",
+            "you number the new tokens yourself (256, 257, …): each merge brings its id, new_id, and later merges "
+            "refer to that id (with {word_en}, the merges {merges}).",
+        ),
         "encode_wrong": (
             "con {word_es} y sus {n} fusiones devuelves {got}: pasa el texto a bytes UTF-8, cada byte a su id, y "
             "aplica las fusiones en orden.",
@@ -202,24 +277,96 @@ def _counts(lang: str, got: Any) -> dict[tuple[int, int], int]:
     for key, value in got.items():
         if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, int) for k in key)):
             raise stop(HINTS(lang, "bad_keys", bad=key))
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # a tensor, a float, ...
+            raise stop(HINTS(lang, "count_type", pair=key, got=_short(value, 40)))
         if value != 0:
-            out[key] = value
+            out[key] = int(value)
     return out
 
 
-def _answers(cases: list[Any], answer: Callable[[Any], Any], right: Callable[[Any], Any]) -> list[Any]:
+# What the statements forbid: the package's tokenizer and Hugging Face's tokenizers (where installed).
+_PACKAGE_TOOLS = (
+    ("minitransformer.tokenizer.count_pairs", "count_pairs"),
+    ("minitransformer.tokenizer.merge", "merge"),
+    ("minitransformer.tokenizer.train_bpe", "train_bpe"),
+    ("minitransformer.tokenizer.ByteBPE.__post_init__", "ByteBPE"),
+    ("minitransformer.tokenizer.ByteBPE.encode", "ByteBPE"),
+    ("minitransformer.tokenizer.ByteBPE._bpe", "ByteBPE"),
+)
+_HF_TOOLS = (
+    ("tokenizers.Tokenizer.encode", "tokenizers"),
+    ("tokenizers.Tokenizer.encode_batch", "tokenizers"),
+    ("tokenizers.models.Model.tokenize", "tokenizers"),
+    ("tokenizers.models.BPE", "tokenizers"),  # the class, as `models.BPE(...)` reaches it
+)
+
+
+def _tools() -> tuple[tuple[str, str], ...]:
+    return _PACKAGE_TOOLS + (_HF_TOOLS if importlib.util.find_spec("tokenizers") else ())
+
+
+def _fresh(x: Any) -> Any:
+    """``x`` (ints in lists and tuples) rebuilt with ints of its own: an id above 256 is then a new object,
+    as the ids a program computes are, and ``a is b`` between two equal ones is False (CPython keeps one
+    copy of each int up to 256 only)."""
+    if isinstance(x, bool) or not isinstance(x, (int, list, tuple)):
+        return x
+    if isinstance(x, int):
+        return int(str(x))
+    return type(x)(_fresh(i) for i in x)
+
+
+def _call(lang: str, fn: Callable[..., Any], args: dict[str, Any], why: tuple[str, str]) -> Any:
+    """The student's ``fn`` on fresh copies of ``args`` (name -> value), with the forbidden tools switched
+    off; a list it changes stops the check with the ``mutates`` hint."""
+    copies = {name: _fresh(value) for name, value in args.items()}
+    with forbid(_tools(), *why):
+        got = attempt(lang, fn, *copies.values())
+    for name, before in args.items():
+        after = copies[name]
+        if repr(after) != repr(before):  # repr: whatever the student put in it, never an error
+            raise stop(HINTS(lang, "mutates", arg=name, before=_short(before, 50), after=_short(after, 50)))
+    return got
+
+
+def _big(ids: Any) -> bool:
+    """Whether ids (nested in lists and tuples) hold one of 256 or more: one no byte has."""
+    if isinstance(ids, int):
+        return ids >= 256
+    return isinstance(ids, (list, tuple)) and any(_big(i) for i in ids)
+
+
+def _answers(
+    cases: list[Any],
+    answer: Callable[[Any], Any],
+    right: Callable[[Any], Any],
+    below_256: Callable[[Any], Feedback] | None = None,
+) -> list[Any]:
     """The student's answer to each case, in order. If a case raises (or returns something that is not an
     answer) after an earlier answer was already wrong, the answers so far: a mistake is named from the cases
-    the answer reached; otherwise that case's feedback."""
+    the answer reached; otherwise that case's feedback. A forbidden tool or a changed list stops at once. A
+    crash on the first case with an id of 256 or more, every earlier case right, is ``below_256(case)``."""
     out: list[Any] = []
     for case in cases:
         try:
             out.append(answer(case))
-        except Unfinished:
+        except Unfinished as early:
+            if early.feedback.hint in ("forbidden", "mutates"):
+                raise
             if any(got != right(c) for c, got in zip(cases, out)):
                 break
+            if below_256 is not None and early.feedback.hint == "crashed" and _big(case):
+                raise stop(below_256(case)) from None
             raise
     return out
+
+
+def _only_bytes(cases: list[Any], answers: list[Any], right: Callable[[Any], Any]) -> bool:
+    """Every case without ids of 256 or more right, and some case with one wrong."""
+    pairs = list(zip(cases, answers))
+    return all(got == right(c) for c, got in pairs if not _big(c)) and any(
+        got != right(c) for c, got in pairs if _big(c)
+    )
 
 
 def _named(answers: list[Any], cases: list[Any], mistakes: list[tuple[Callable[..., Any], str]]) -> tuple | None:
@@ -262,6 +409,9 @@ def _count_cases() -> list[list[Ids]]:
         [[7], [], [8, 9], [9, 8]],
         [[5, 6], [5, 5, 5]],  # a pair in two words: the counts add up
         _words("el año, el niño y el ñandú"),  # real bytes: ñ is two
+        # the ids of merged tokens, after every case of bytes: 256 (the first new one), 257 and more
+        [[256, 300, 256, 300], [257, 1, 257, 1, 257]],
+        [[1000, 1000, 1000], [300, 1000], [256]],
     ]
 
 
@@ -303,6 +453,12 @@ _COUNT_MISTAKES: list[tuple[Callable[[list[Ids]], dict], str]] = [
 ]
 
 
+_COUNT_WHY = (
+    "cuenta tú los pares, sin `count_pairs` ni el resto del tokenizador del paquete, ni `tokenizers`.",
+    "count the pairs yourself, without the package's `count_pairs` or the rest of its tokenizer, or `tokenizers`.",
+)
+
+
 @exercise("11.count_pairs")
 def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -> Feedback:
     """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids)."""
@@ -311,7 +467,12 @@ def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -
     def right(words: list[Ids]) -> dict:
         return dict(count_pairs(words))
 
-    answers = _answers(cases, lambda words: _counts(lang, attempt(lang, fn, [list(w) for w in words])), right)
+    def below_256(words: list[Ids]) -> Feedback:
+        return HINTS(lang, "below_256", case=_short(words, 70))
+
+    answers = _answers(
+        cases, lambda words: _counts(lang, _call(lang, fn, {"words": words}, _COUNT_WHY)), right, below_256
+    )
     if all(got == right(words) for words, got in zip(cases, answers)):
         return correct(
             lang,
@@ -329,6 +490,8 @@ def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -
         pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
         extra = next((p for p in wrong if p not in want), pair)
         raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
+    if _only_bytes(cases, answers, right):
+        raise stop(below_256(next(w for w, g in zip(cases, answers) if _big(w) and g != right(w))))
     raise stop(HINTS(lang, "counts", words=shown, got=_short(got, 70)))
 
 
@@ -342,12 +505,17 @@ def _merge_cases() -> list[tuple[Ids, tuple[int, int], int]]:
     return [
         ([1, 2, 3, 1, 2, 7], (1, 2), 9),
         ([5, 5, 5], (5, 5), 9),
-        ([2, 1, 2, 1, 4], (1, 2), 300),
-        ([5, 5, 5, 5, 6], (5, 5), 256),
+        ([2, 1, 2, 1, 4], (1, 2), 99),
+        ([5, 5, 5, 5, 6], (5, 5), 200),
         ([3], (3, 4), 9),
         ([], (3, 4), 9),
-        ([11, 2, 1, 21, 2, 1, 2], (1, 2), 300),  # «1 2» written as text is also inside «11 2» and «21 2»
-        (flat, n_tilde, 258),
+        ([11, 2, 1, 21, 2, 1, 2], (1, 2), 99),  # «1 2» written as text is also inside «11 2» and «21 2»
+        # the ids of merged tokens, after every case of bytes: 256 (the first new one; CPython keeps one copy
+        # of it, so `is` still works), then 257 and more, which are not consecutive
+        (flat, n_tilde, 256),
+        ([256, 5, 256, 256, 5, 7], (256, 5), 257),
+        ([300, 257, 300, 257, 257, 300, 9], (257, 300), 1000),
+        ([258, 258, 258, 9, 258], (258, 258), 700),
     ]
 
 
@@ -402,6 +570,19 @@ def _as_text(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
     return [int(x) for x in text.split()]
 
 
+def _identity(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    """``ids[i] is pair[0]``: true for equal ints up to 256 only (CPython keeps one copy of each)."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and all(x == y and -5 <= x <= 256 for x, y in zip(ids[i : i + 2], pair)):
+            out.append(new)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
 _MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = [
     (_first_only, "first_only"),
     (_right_to_left, "right_to_left"),
@@ -409,7 +590,13 @@ _MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = 
     (_drops_last, "drops_last"),
     (_both_orders, "both_orders"),
     (_as_text, "as_text"),
+    (_identity, "identity"),
 ]
+
+_MERGE_WHY = (
+    "escribe tú la fusión, sin `merge` ni el resto del tokenizador del paquete, ni `tokenizers`.",
+    "write the merge yourself, without the package's `merge` or the rest of its tokenizer, or `tokenizers`.",
+)
 
 
 @exercise("11.merge")
@@ -417,7 +604,14 @@ def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None
     """``fn(ids, pair, new_id)`` -> ``ids`` with every occurrence of ``pair``, from left to right,
     replaced by ``new_id``."""
     cases = _merge_cases()
-    answers = _answers(cases, lambda case: _ids(lang, attempt(lang, fn, list(case[0]), *case[1:])), lambda c: merge(*c))
+
+    def below_256(case: tuple[Ids, tuple[int, int], int]) -> Feedback:
+        return HINTS(lang, "below_256", case=f"{_short(case[0], 50)}, {case[1]}, {case[2]}")
+
+    def answer(case: tuple[Ids, tuple[int, int], int]) -> Ids:
+        return _ids(lang, _call(lang, fn, dict(zip(("ids", "pair", "new_id"), case)), _MERGE_WHY))
+
+    answers = _answers(cases, answer, lambda c: merge(*c), below_256)
     if all(got == merge(*case) for case, got in zip(cases, answers)):
         return correct(
             lang,
@@ -438,6 +632,8 @@ def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None
 
     if all(other_id(case, got) for case, got in zip(cases, answers)):
         raise stop(HINTS(lang, "new_id", **where))
+    if _only_bytes(cases, answers, lambda c: merge(*c)):
+        raise stop(below_256(next(c for c, g in zip(cases, answers) if _big(c) and g != merge(*c))))
     raise stop(HINTS(lang, "merge_wrong", got=_short(got, 60), **where))
 
 
@@ -467,6 +663,12 @@ def _encode_cases() -> list[tuple[str, Merges]]:
         ("", learned),
         (" ñandú", learned),
         ("el niño🙂", learned),
+        # ids given, not numbered in order: 700 before 301, and a later merge refers to 700
+        ("abc", [((a, b), 700), ((700, c), 301)]),
+        ("ababx", [((a, b), 999), ((999, 999), 500)]),
+        (unicodedata.normalize("NFD", " año"), learned),  # a decomposed accent: n + ◌̃, other bytes than ñ
+        ("El", learned),  # a capital: other bytes than «el»
+        (" Año", learned),
     ]
 
 
@@ -495,6 +697,15 @@ def _code_points(word: str, merges: Merges) -> Ids | None:
     return _apply([BYTE_ID[ord(ch)] for ch in word], merges) if all(ord(ch) < 256 for ch in word) else None
 
 
+def _own_ids(word: str, merges: Merges) -> Ids:
+    """The new tokens numbered 256, 257, ... by the merge's rank, whatever new_id each merge brings."""
+    return _apply(_byte_ids(word), [(pair, 256 + rank) for rank, (pair, _) in enumerate(merges)])
+
+
+def _normalised(form: str) -> Callable[[str, Merges], Ids]:
+    return lambda word, merges: _apply(_byte_ids(unicodedata.normalize(form, word)), merges)
+
+
 _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
     (_code_points, "code_points"),
     (lambda word, merges: _apply(list(word.encode("utf-8")), merges), "raw_bytes"),
@@ -504,7 +715,19 @@ _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
     (_latest_first, "reverse_order"),
     (lambda word, merges: _apply(_byte_ids(word), merges, _first_only), "encode_first_only"),
     (lambda word, merges: _apply(_byte_ids(word), merges, _right_to_left), "encode_right_to_left"),
+    (_normalised("NFC"), "normalises"),
+    (_normalised("NFKC"), "normalises"),
+    (lambda word, merges: _apply(_byte_ids(word.lower()), merges), "lowercases"),
+    (_own_ids, "own_ids"),
+    (lambda word, merges: _apply(_byte_ids(word), merges, _identity), "encode_identity"),
 ]
+
+_ENCODE_WHY = (
+    "aplica tú las fusiones, sin el tokenizador del paquete (`merge`, `train_bpe`, `ByteBPE`) ni `tokenizers`; tu "
+    "`my_merge` sí vale.",
+    "apply the merges yourself, without the package's tokenizer (`merge`, `train_bpe`, `ByteBPE`) or "
+    "`tokenizers`; your own `my_merge` is fine.",
+)
 
 
 @exercise("11.encode")
@@ -516,7 +739,10 @@ def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> F
     def right(case: tuple[str, Merges]) -> Ids:
         return _apply(_byte_ids(case[0]), case[1])
 
-    answers = _answers(cases, lambda case: _ids(lang, attempt(lang, fn, case[0], [tuple(m) for m in case[1]])), right)
+    def answer(case: tuple[str, Merges]) -> Ids:
+        return _ids(lang, _call(lang, fn, {"word": case[0], "merges": list(case[1])}, _ENCODE_WHY))
+
+    answers = _answers(cases, answer, right)
     if all(got == right(case) for case, got in zip(cases, answers)):
         return correct(
             lang,
@@ -528,7 +754,7 @@ def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> F
             "`ByteBPE.encode` do (as long as every merge makes a new token, as in this notebook).",
         )
     (word, merges), got = next((c, g) for c, g in zip(cases, answers) if g != right(c))
-    where = dict(word_es=_quoted("es", word), word_en=_quoted("en", word), n=len(merges))
+    where = dict(word_es=_quoted("es", word), word_en=_quoted("en", word), n=len(merges), merges=_short(merges, 60))
     named = _named(answers, cases, _ENCODE_MISTAKES)
     if named is not None:
         if named[1] == "code_points":
