@@ -261,7 +261,7 @@ def test_jupyterlab_for_a_projector_draws_bertviz_offline(tmp_path):
     sys.path.insert(0, str(ROOT))
     import course
 
-    settings = course.write_lab_settings(tmp_path / "prefix")
+    settings, _server = course.write_lab_settings(tmp_path / "prefix")
     notebook = next((ROOT / "notebooks" / "en").glob("08_*.ipynb"))
     document, rise = jupyterlab_dom(tmp_path / "course", notebook, settings.parents[1], ("lab/tree", "rise"))
     assert "jp-Notebook" in document and "jp-MarkdownCell" in document, "JupyterLab did not open the notebook"
