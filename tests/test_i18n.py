@@ -316,3 +316,13 @@ def test_the_glossary_gives_each_sense_of_nucleo_its_own_term():
     assert g["is cached"] == "se guarda en caché"
     assert [en for en, es in g.items() if es == "núcleo"] == ["CPU core"]  # no other term is «núcleo»
     assert not any("cachea" in es for es in g.values())
+
+
+def test_the_glossary_names_the_phases_of_generation_as_notebook_10_does():
+    g = i18n.GLOSSARY
+    assert g["prefill"] == "llenado (prefill)" and g["decode"] == "decodificación (decode)"
+    assert g["greedy decoding"] == "decodificación voraz"
+    source = Path(__file__).resolve().parents[1] / "notebooks" / "source" / "10_modern_transformer.md"
+    text = source.read_text(encoding="utf-8")
+    assert "**llenado** (*prefill*)" in text and "**decodificación** (*decode*)" in text
+    assert "tiempo hasta el primer token (*time to first token*, TTFT)" in text

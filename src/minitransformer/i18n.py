@@ -118,6 +118,11 @@ GLOSSARY: dict[str, str] = {
     "kernel": "kernel",
     "is cached": "se guarda en caché",
     "key-value cache": "caché de claves y valores (KV cache)",
+    # The two phases of generation with a cache (notebook 10).
+    "prefill": "llenado (prefill)",
+    "decode": "decodificación (decode)",
+    "time to first token": "tiempo hasta el primer token (TTFT)",
+    "memory traffic": "tráfico de memoria",
     "rotary positional embedding": "codificación posicional rotatoria (RoPE)",
     "grouped-query attention": "atención con consultas agrupadas",
     "ablation": "ablación",
