@@ -26,6 +26,7 @@ from minitransformer.tokenizer import (
     BYTE_ID,
     BYTE_ORDER,
     CACHE_SIZE,
+    PATTERN,
     TIES,
     ByteBPE,
     count_pairs,
@@ -598,6 +599,38 @@ def test_special_tokens_follow_tiktokens_choices():
         tok.encode(text, allowed_special={"<eos>"})  # the ones not allowed still are
     assert tok.decode([bos, *plain.encode("hola"), eos]) == text
     assert tok.pieces([bos, eos]) == ["<bos>", "<eos>"]
+
+
+@pytest.mark.parametrize("tie", TIES)
+@pytest.mark.parametrize("size", [300, 1000, 4000])
+def test_tiktoken_with_our_merges_encodes_as_we_do(corpora, size, tie):
+    """tiktoken, the other peer, built from a file of ranks the test writes (no download): the tokens' bytes with
+    our ids as ranks, GPT-2's pattern and our special tokens. It merges by the rank of the joined bytes, we by the
+    rank of the pair; on the course's prose, the edge texts and special tokens, the ids and the choices agree.
+    (Where one special token starts another, as «<es>» and «<es><en>», tiktoken takes whichever its pattern lists
+    first and we the longest, as ``tokenizers`` does: the special tokens here start no other.)"""
+    tiktoken = pytest.importorskip("tiktoken")
+    specials = ["<bos>", "<eos>", "<|endoftext|>", "<es>", "<en>"]
+    text = with_specials(corpora["es"][:30_000] + corpora["en"][:30_000], random.Random(6))
+    ours = train_bpe(text, size, special_tokens=specials, tie=tie)
+    n = ours.vocab_size - len(specials)
+    theirs = tiktoken.Encoding(
+        "course",
+        pat_str=PATTERN,
+        mergeable_ranks={token: rank for rank, token in enumerate(ours.vocab[:n])},
+        special_tokens={s: n + i for i, s in enumerate(specials)},
+    )
+    probes = [prose("es", "test")[:5000], prose("en", "test")[:5000], *EXAMPLES, *TRICKY]
+    for probe in probes:
+        plain = probe.replace("<", "‹")  # no special token's text: the default choices refuse it in both
+        assert ours.encode(plain) == theirs.encode(plain), plain[:60]
+        assert ours.encode(probe, allowed_special="all") == theirs.encode(probe, allowed_special="all")
+        assert ours.encode(probe, disallowed_special=()) == theirs.encode(probe, disallowed_special=())
+        assert ours.decode(theirs.encode(probe, allowed_special="all")) == probe
+    with pytest.raises(i18n.CourseError):
+        ours.encode("x<eos>")
+    with pytest.raises(ValueError):
+        theirs.encode("x<eos>")
 
 
 def test_special_tokens_survive_truncation_and_saving(tmp_path, corpora):
