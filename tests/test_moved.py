@@ -20,6 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # moved to minitransformer.course and gpt, modern and viz.heads were split: module -> names. Frozen: a saved copy
 # of a notebook keeps these lines after the notebooks change theirs. Add to it, never remove.
 SAVED_IMPORTS = {
+    "attention_cost": "compare_backends online_attention online_softmax power_law_fit",
+    "course.ablation": "FULL_SETUP LIVE_SETUP MEASURED MEASURED_SEEDS VARIANTS counting_task format_table run_ablation sign_test verdicts",
+    "course.counting": "COUNTING_RECIPE corpus_loss train_counting_gpt",
+    "generation": "generate",
+    "hf_import": "from_gpt2 from_llama",
     "ablation": "FULL_SETUP LIVE_SETUP MEASURED MEASURED_SEEDS VARIANTS counting_task format_table run_ablation sign_test verdicts",
     "analysis": "accuracy_by_digits attention_specificity attention_to mistake_kind mistake_kinds_text mistakes_table stack_maps top_heads",
     "attention": "MultiHeadAttention causal_mask combine_masks padding_mask scaled_dot_product_attention",
