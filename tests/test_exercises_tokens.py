@@ -10,20 +10,31 @@ import torch
 from feedback_asserts import assert_correct, assert_rejected
 
 from minitransformer.exercises import Feedback
-from minitransformer.exercises.solutions.nb11 import solution_my_count_pairs, solution_my_encode, solution_my_merge
-from minitransformer.exercises.tokens import check_count_pairs, check_encode, check_merge
+from minitransformer.exercises.registry import exercises
+from minitransformer.exercises.solutions.nb11 import solution_my_decode_stream, solution_my_encode, solution_my_merge
+from minitransformer.exercises.tokens import check_count_pairs, check_decode_stream, check_encode, check_merge
 from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
 
 LANGS = ["es", "en"]
-CHECKS = [check_count_pairs, check_merge, check_encode]
+CHECKS = [check_decode_stream, check_count_pairs, check_merge, check_encode]
 
 
 def stub(*args):
     raise NotImplementedError
 
 
+def solution_my_count_pairs(words):
+    """The old exercise 1's answer (no longer an exercise: its checker stays for saved copies of the notebook)."""
+    counts = {}
+    for ids in words:
+        for pair in zip(ids, ids[1:]):
+            counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_solutions_are_accepted(lang):
+    assert_correct(check_decode_stream(solution_my_decode_stream, lang=lang), lang)
     assert_correct(check_count_pairs(solution_my_count_pairs, lang=lang), lang)
     assert_correct(check_merge(solution_my_merge, lang=lang), lang)
     assert_correct(check_encode(solution_my_encode, lang=lang), lang)
@@ -68,6 +79,371 @@ def test_other_right_answers_are_accepted(lang):
 def test_stubs_are_not_yet(lang, check):
     fb = check(stub, lang=lang)
     assert not fb and fb.hint == "not_written"
+
+
+# --- decode stream: right answers, and realistic wrong ones -----------------------------------------
+
+
+def decode_stream_by_masks(token_bytes):
+    """Another right answer: the lead byte's length read with masks, the pieces as a tuple."""
+    out, buf = [], b""
+    for tok in token_bytes:
+        buf += tok
+        keep = 0
+        for k in (1, 2, 3):
+            if len(buf) >= k:
+                b = buf[-k]
+                if b & 0xC0 == 0x80:
+                    continue
+                length = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
+                keep = k if length > k else 0
+            break
+        ready, buf = (buf[: len(buf) - keep], buf[len(buf) - keep :]) if keep else (buf, b"")
+        out.append(ready.decode("utf-8", errors="replace"))
+    return (*out, buf.decode("utf-8", errors="replace"))
+
+
+def stream_each_token(token_bytes):
+    return [t.decode("utf-8", errors="replace") for t in token_bytes] + [""]
+
+
+def stream_each_token_no_end(token_bytes):
+    return [t.decode("utf-8", "replace") for t in token_bytes]
+
+
+def stream_ignoring(token_bytes):
+    pieces = []
+    for t in token_bytes:
+        pieces.append(t.decode("utf-8", errors="ignore"))
+    pieces.append("")
+    return pieces
+
+
+def _cut(buf):
+    """Where an incomplete last character starts, by the lead-byte rule (the students' own helper)."""
+    for k in range(1, min(3, len(buf)) + 1):
+        b = buf[-k]
+        if 0x80 <= b < 0xC0:
+            continue
+        n = 1 if b >= 0xF8 else 4 if b >= 0xF0 else 3 if b >= 0xE0 else 2 if b >= 0xC0 else 1
+        return len(buf) - k if n > k else len(buf)
+    return len(buf)
+
+
+def stream_holding_one_lead_byte(token_bytes):
+    """Holds back a lead byte at the end, alone: enough for ñ, not for € or 🙂."""
+    out, rest = [], b""
+    for tok in token_bytes:
+        data = rest + tok
+        if data and data[-1] >= 0xC0:
+            data, rest = data[:-1], data[-1:]
+        else:
+            rest = b""
+        out.append(data.decode("utf-8", errors="replace"))
+    out.append(rest.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_holding_one_byte_on_error(token_bytes):
+    out, rest = [], b""
+    for tok in token_bytes:
+        data = rest + tok
+        try:
+            out.append(data.decode("utf-8"))
+            rest = b""
+        except UnicodeDecodeError:
+            out.append(data[:-1].decode("utf-8", errors="replace"))
+            rest = data[-1:]
+    out.append(rest.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_text_so_far(token_bytes):
+    out, seen = [], b""
+    for tok in token_bytes:
+        seen += tok
+        out.append(seen[: _cut(seen)].decode("utf-8", errors="replace"))
+    out.append(seen.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_text_so_far_ignoring(token_bytes):
+    out, seen = [], b""
+    for tok in token_bytes:
+        seen += tok
+        out.append(seen.decode("utf-8", errors="ignore"))
+    return out + [""]
+
+
+def stream_never_flushing(token_bytes):
+    out, buf = [], b""
+    for tok in token_bytes:
+        buf += tok
+        k = _cut(buf)
+        out.append(buf[:k].decode("utf-8", errors="replace"))
+        buf = buf[k:]
+    return out
+
+
+def stream_flushing_an_empty_text(token_bytes):
+    return stream_never_flushing(token_bytes) + [""]
+
+
+def stream_flush_in_the_last_piece(token_bytes):
+    out, buf = [], b""
+    for tok in token_bytes:
+        buf += tok
+        k = _cut(buf)
+        out.append(buf[:k].decode("utf-8", errors="replace"))
+        buf = buf[k:]
+    if out:
+        out[-1] += buf.decode("utf-8", errors="replace")
+    return out
+
+
+def stream_until_it_decodes(token_bytes):
+    out, pending = [], b""
+    for tok in token_bytes:
+        pending += tok
+        try:
+            out.append(pending.decode("utf-8"))
+            pending = b""
+        except UnicodeDecodeError:
+            out.append("")
+    out.append(pending.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_up_to_the_error(token_bytes):
+    out, pending = [], b""
+    for tok in token_bytes:
+        pending += tok
+        try:
+            out.append(pending.decode("utf-8"))
+            pending = b""
+        except UnicodeDecodeError as error:
+            out.append(pending[: error.start].decode("utf-8"))
+            pending = pending[error.start :]
+    out.append(pending.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_until_ascii(token_bytes):
+    """Non-ASCII bytes at the end may be half a character: all of them wait for an ASCII byte."""
+    out, buf = [], b""
+    for tok in token_bytes:
+        buf += tok
+        k = len(buf)
+        while k > 0 and buf[k - 1] >= 0x80:
+            k -= 1
+        out.append(buf[:k].decode("utf-8", errors="replace"))
+        buf = buf[k:]
+    out.append(buf.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_any_high_byte_is_a_lead(token_bytes):
+    out, buf = [], b""
+    for tok in token_bytes:
+        buf += tok
+        k = len(buf)
+        for back in range(1, min(4, len(buf)) + 1):
+            if buf[-back] >= 0x80:  # the start of a multi-byte character (so the student thinks)
+                size = 2 if buf[-back] < 0xE0 else 3 if buf[-back] < 0xF0 else 4
+                if size > back:
+                    k = len(buf) - back
+                break
+        out.append(buf[:k].decode("utf-8", errors="replace"))
+        buf = buf[k:]
+    out.append(buf.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_ff_starts_four(token_bytes):
+    """Every byte from 0xF0 up taken for the lead of four bytes, 0xFF too (it starts no character)."""
+    out, buf = [], b""
+    for tok in token_bytes:
+        buf += tok
+        k = len(buf)
+        for back in range(1, min(3, len(buf)) + 1):
+            b = buf[-back]
+            if b >> 6 == 0b10:
+                continue
+            size = 4 if b >= 0xF0 else 3 if b >= 0xE0 else 2 if b >= 0xC0 else 1
+            if size > back:
+                k = len(buf) - back
+            break
+        out.append(buf[:k].decode("utf-8", errors="replace"))
+        buf = buf[k:]
+    out.append(buf.decode("utf-8", errors="replace"))
+    return out
+
+
+def stream_with_incremental_decoder(token_bytes):
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return [decoder.decode(t) for t in token_bytes] + [decoder.decode(b"", final=True)]
+
+
+def stream_with_iterdecode(token_bytes):
+    import codecs
+
+    return list(codecs.iterdecode(token_bytes, "utf-8", errors="replace")) + [""]
+
+
+def stream_with_utf_8_decode(token_bytes):
+    import codecs
+
+    out, buf = [], b""
+    for tok in token_bytes:
+        text, used = codecs.utf_8_decode(buf + tok, "replace", False)
+        out.append(text)
+        buf = (buf + tok)[used:]
+    return out + [buf.decode("utf-8", errors="replace")]
+
+
+BYTES_ONLY = train_bpe("", 256)  # built before the check: the package's decoder is still refused
+
+
+def stream_with_package(token_bytes):
+    decoder = BYTES_ONLY.stream_decoder()
+    out = [decoder.feed([BYTE_ID[b] for b in t]) for t in token_bytes]
+    return out + [decoder.flush()]
+
+
+def stream_popping_tokens(token_bytes):
+    out, buf = [], b""
+    while token_bytes:
+        buf += token_bytes.pop(0)
+        k = _cut(buf)
+        out.append(buf[:k].decode("utf-8", errors="replace"))
+        buf = buf[k:]
+    return out + [buf.decode("utf-8", errors="replace")]
+
+
+def stream_as_bytes(token_bytes):
+    return [*token_bytes, b""]
+
+
+def stream_as_one_text(token_bytes):
+    return b"".join(token_bytes).decode("utf-8", errors="replace")
+
+
+def stream_first_token_always(token_bytes):
+    """Crashes on the empty list, every earlier case right: the crash is what the student sees."""
+    first = token_bytes[0]
+    return solution_my_decode_stream([first, *token_bytes[1:]])
+
+
+def stream_dropping_spaces(token_bytes):
+    return [p.replace(" ", "") for p in solution_my_decode_stream(token_bytes)]
+
+
+def stream_one_step_late(token_bytes):
+    right = solution_my_decode_stream(token_bytes)
+    return ["", *right[:-2], right[-2] + right[-1]] if len(right) > 1 else right
+
+
+STREAM_WRONG = [
+    (stream_each_token, "token_by_token"),
+    (stream_each_token_no_end, "token_by_token"),
+    (stream_ignoring, "ignores_errors"),
+    (stream_holding_one_lead_byte, "holds_one_byte"),
+    (stream_holding_one_byte_on_error, "holds_one_byte"),
+    (stream_text_so_far, "cumulative"),
+    (stream_text_so_far_ignoring, "cumulative"),
+    (stream_never_flushing, "no_flush"),
+    (stream_flushing_an_empty_text, "no_flush"),
+    (stream_flush_in_the_last_piece, "flush_in_last"),
+    (stream_until_it_decodes, "holds_invalid"),
+    (stream_up_to_the_error, "holds_invalid"),
+    (stream_until_ascii, "non_ascii_held"),
+    (stream_any_high_byte_is_a_lead, "continuation_as_lead"),
+    (stream_ff_starts_four, "not_a_lead"),
+    (stream_with_incremental_decoder, "forbidden"),
+    (stream_with_iterdecode, "forbidden"),
+    (stream_with_utf_8_decode, "forbidden"),
+    (stream_with_package, "forbidden"),
+    (stream_popping_tokens, "mutates"),
+    (stream_as_bytes, "stream_bytes"),
+    (stream_as_one_text, "stream_one_text"),
+    (stream_first_token_always, "crashed"),
+    (stream_dropping_spaces, "stream_text"),
+    (stream_one_step_late, "stream_timing"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_decode_stream_accepts_other_right_answers(lang):
+    assert_correct(check_decode_stream(decode_stream_by_masks, lang=lang), lang)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer, hint", STREAM_WRONG, ids=lambda x: getattr(x, "__name__", None))
+def test_decode_stream_rejects_wrong_answers(lang, answer, hint):
+    assert_rejected(check_decode_stream(answer, lang=lang), lang, hint)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_decode_stream_names_the_forbidden_tool(lang):
+    for answer, tool in [
+        (stream_with_incremental_decoder, "codecs.getincrementaldecoder"),
+        (stream_with_iterdecode, "codecs.iterdecode"),
+        (stream_with_utf_8_decode, "codecs.utf_8_decode"),
+        (stream_with_package, "stream_decoder"),
+    ]:
+        assert f"`{tool}`" in check_decode_stream(answer, lang=lang).message
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_decode_stream_junk_gets_clear_feedback(lang):
+    """None, a text instead of a list, a list of other things, a crash: each its own reply."""
+    for junk, key in [
+        (None, "returns_none"),
+        ("el año", "stream_one_text"),
+        ({"a": "b"}, "stream_not_list"),
+        ([1, 2, 3], "stream_not_list"),
+        ([None, "a"], "stream_not_list"),
+        (["a"], "stream_count"),
+    ]:
+        assert_rejected(check_decode_stream(lambda token_bytes, junk=junk: junk, lang=lang), lang, key)
+
+    def crashes(token_bytes):
+        return token_bytes.decode()  # a list has no decode
+
+    fb = check_decode_stream(crashes, lang=lang)
+    assert fb.hint == "crashed" and "AttributeError" in fb.message
+
+
+def test_the_exercise_is_the_notebooks_stream_decoder():
+    """The worked answer, on the bytes of a tokenizer's tokens, gives what stream_decoder gives fed id by id."""
+    tok = train_bpe("¿el año? ¿y el niño? 🙂 el ñandú, 5 €", 256 + 20)
+    for text in ["¿año? 🙂", "el ñandú cuesta 5 €", "", "abc", "🙂🙂 ñ"]:
+        ids = tok.encode(text)
+        decoder = tok.stream_decoder()
+        streamed = [decoder.feed(i) for i in ids] + [decoder.flush()]
+        assert solution_my_decode_stream(tok.token_bytes(ids)) == streamed
+        assert "".join(streamed) == text
+
+
+def test_decode_stream_forbidden_tools_work_again_after_a_check():
+    import codecs
+
+    for answer, _ in STREAM_WRONG:
+        check_decode_stream(answer, lang="en")
+    assert codecs.getincrementaldecoder("utf-8")("replace").decode(b"\xc3") == ""
+    assert list(codecs.iterdecode([b"\xc3", b"\xb1"], "utf-8")) == ["ñ"]
+    assert codecs.utf_8_decode(b"a\xc3", "strict", False) == ("a", 1)
+    decoder = BYTES_ONLY.stream_decoder()
+    assert decoder.feed([BYTE_ID[0xC3]]) == "" and decoder.feed([BYTE_ID[0xB1]]) == "ñ"
+
+
+def test_count_pairs_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang="en"):
+    """The old exercise 1 (it retyped what the notebook shows): a saved copy's cell still imports and runs it."""
+    assert "11.count_pairs" not in exercises() and "11.decode_stream" in exercises()
+    assert_correct(check_count_pairs(solution_my_count_pairs, lang=lang), lang)
+    assert "show_solution" not in check_count_pairs(lambda words: {}, lang=lang).message
 
 
 # --- count pairs: realistic wrong answers -----------------------------------------------------

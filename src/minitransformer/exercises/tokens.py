@@ -1,19 +1,22 @@
-"""Checkers for notebook 11's exercises: counting pairs, applying one merge, encoding a word
+"""Checkers for notebook 11's exercises: decoding a stream of tokens, applying one merge, encoding a word
 with a list of merges.
 
 Each checker compares the student's answer with the package's own (:mod:`minitransformer.tokenizer`,
 computed before the student's code runs), on cases where the usual mistakes give different
-answers (a pair that repeats inside a word, ``a a a``, merges whose order matters, letters of
-two bytes, ids of 256 and above, merges whose ids are not numbered in order, decomposed accents and
-capitals), and names the mistake without writing the code. The student's function gets copies of
-the lists (with ints of its own, so an ``is`` between ids says what it says in a real program),
-checked unchanged after the call; the package's tokenizer and ``tokenizers``, which the statements
-forbid, are switched off while it runs.
-The worked solutions are in the answer key :mod:`.solutions.nb11`.
+answers (characters of two, three and four bytes split across tokens, a token with the end of one
+character and the start of the next, invalid bytes, a pair that repeats inside a word, ``a a a``,
+merges whose order matters, ids of 256 and above, merges whose ids are not numbered in order,
+decomposed accents and capitals), and names the mistake without writing the code. The student's
+function gets copies of the lists (with ints of its own, so an ``is`` between ids says what it says
+in a real program), checked unchanged after the call; the package's tokenizer, ``tokenizers`` and
+``codecs``' incremental decoder, which the statements forbid, are switched off while it runs.
+The worked solutions are in the answer key :mod:`.solutions.nb11`; ``check_count_pairs``, the old
+exercise 1, stays for saved copies of the notebook.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import numbers
 import operator
@@ -22,13 +25,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..tokenizer import BYTE_ID, count_pairs, merge, pretokenize, train_bpe
+from ..tokenizer import BYTE_ID, ByteBPE, count_pairs, merge, pretokenize, train_bpe
 from ._core import (
     EVERY_CASE,
     Feedback,
     Hints,
     Unfinished,
     attempt,
+    checker,
     correct,
     diagnose,
     exercise,
@@ -39,6 +43,7 @@ from ._core import (
 
 __all__ = [
     "HINTS",
+    "check_decode_stream",
     "check_count_pairs",
     "check_merge",
     "check_encode",
@@ -50,6 +55,126 @@ Merges = list[tuple[tuple[int, int], int]]
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
     {
+        "stream_one_text": (
+            "devuelves un solo texto ({got}): devuelve una lista de textos, uno por token y uno más al final, con "
+            "lo que quede guardado.",
+            "you return one text ({got}): return a list of texts, one per token and one more at the end, with "
+            "whatever is still held.",
+        ),
+        "stream_not_list": (
+            "devuelve una lista de textos (str), uno por token y uno más al final, no {got}.",
+            "return a list of texts (str), one per token and one more at the end, not {got}.",
+        ),
+        "stream_bytes": (
+            "tus trozos son bytes ({item}), no texto: decodifica los bytes de los caracteres completos con "
+            '`.decode("utf-8", errors="replace")` y devuelve esos str.',
+            "your pieces are bytes ({item}), not text: decode the bytes of the complete characters with "
+            '`.decode("utf-8", errors="replace")` and return those strs.',
+        ),
+        "token_by_token": (
+            "decodificas cada token por su cuenta, y un carácter partido entre dos tokens se convierte en «�» (con "
+            "{tokens} devuelves {got}). Guarda los bytes del carácter incompleto del final y júntalos con los del "
+            "token siguiente antes de decodificar.",
+            "you decode each token on its own, and a character split between two tokens becomes “�” (with {tokens} "
+            "you return {got}). Keep the bytes of the incomplete character at the end and join them to the next "
+            "token's before decoding.",
+        ),
+        "ignores_errors": (
+            'decodificas cada token por su cuenta con errors="ignore": los bytes de un carácter partido entre dos '
+            "tokens se pierden sin avisar (con {tokens} devuelves {got}). Guarda los bytes del carácter incompleto "
+            'del final hasta que otro token lo complete, y usa errors="replace" para los bytes que no forman ningún '
+            "carácter.",
+            'you decode each token on its own with errors="ignore": the bytes of a character split between two '
+            "tokens are silently lost (with {tokens} you return {got}). Keep the bytes of the incomplete character "
+            'at the end until another token completes it, and use errors="replace" for the bytes that form no '
+            "character.",
+        ),
+        "holds_one_byte": (
+            "guardas como mucho un byte, y un carácter de tres o cuatro bytes puede quedarse a medias con dos o tres "
+            "(con {tokens} devuelves {got}, y lo esperado es {want}). Busca el byte inicial entre los últimos tres: "
+            "su forma (110xxxxx, 1110xxxx, 11110xxx) dice cuántos bytes tiene el carácter, y guardas desde él si "
+            "aún faltan.",
+            "you hold back one byte at most, and a character of three or four bytes can be left halfway with two or "
+            "three (with {tokens} you return {got}, and {want} is expected). Look for the lead byte among the last "
+            "three: its shape (110xxxxx, 1110xxxx, 11110xxx) says how many bytes the character has, and you hold "
+            "back from it if some are still missing.",
+        ),
+        "cumulative": (
+            "cada trozo repite el texto de los anteriores (con {tokens} devuelves {got}): devuelve solo lo nuevo "
+            "que muestra cada token, de modo que al juntar los trozos salga el texto una sola vez.",
+            "each piece repeats the text of the earlier ones (with {tokens} you return {got}): return only what "
+            "each token adds, so that joining the pieces gives the text once.",
+        ),
+        "no_flush": (
+            "al final no entregas lo que queda guardado: si el último token deja un carácter a medias, el texto "
+            "acaba en «�» (con {tokens} devuelves {got}, y lo esperado es {want}). El último trozo de la lista es "
+            'ese resto decodificado con errors="replace" ("" si no queda nada).',
+            "at the end you do not give out what is still held: if the last token leaves a character halfway, the "
+            "text ends in “�” (with {tokens} you return {got}, and {want} is expected). The list's last piece is "
+            'that rest decoded with errors="replace" ("" if nothing is left).',
+        ),
+        "flush_in_last": (
+            "pones lo que queda al final dentro del trozo del último token (con {tokens} devuelves {got}): va "
+            "aparte, como un trozo más al final de la lista, igual que `decoder.flush()` en la sección 3.",
+            "you put what is left at the end into the last token's piece (with {tokens} you return {got}): it "
+            "goes apart, as one more piece at the end of the list, as `decoder.flush()` does in section 3.",
+        ),
+        "holds_invalid": (
+            "mientras los bytes guardados no se pueden decodificar, los guardas todos: también el texto de antes de "
+            "un carácter incompleto, y para siempre lo que viene tras un byte que no forma ningún carácter (con "
+            "{tokens} devuelves {got}, y lo esperado es {want}). Guarda solo el carácter incompleto del final (un "
+            'byte inicial al que le faltan bytes); lo demás decodifícalo ya, con errors="replace", que muestra los '
+            "bytes sueltos como «�».",
+            "while the held bytes cannot be decoded, you hold them all: the text before an incomplete character "
+            "too, and forever whatever follows a byte that forms no character (with {tokens} you return {got}, and "
+            "{want} is expected). Hold back only the incomplete character at the end (a lead byte still missing "
+            'bytes); decode the rest now, with errors="replace", which shows loose bytes as “�”.',
+        ),
+        "non_ascii_held": (
+            "guardas todos los bytes ≥ 0x80 del final, también los de un carácter ya completo, así que un carácter "
+            "no sale hasta que llega un byte ASCII (con {tokens} devuelves {got}, y lo esperado es {want}). Un "
+            "carácter está completo cuando tiene los bytes que dice su byte inicial: 110xxxxx dos, 1110xxxx tres, "
+            "11110xxx cuatro.",
+            "you hold back every byte ≥ 0x80 at the end, those of a character already complete too, so a character "
+            "does not come out until an ASCII byte arrives (with {tokens} you return {got}, and {want} is expected). "
+            "A character is complete when it has the bytes its lead byte says: 110xxxxx two, 1110xxxx three, "
+            "11110xxx four.",
+        ),
+        "continuation_as_lead": (
+            "tomas un byte de continuación (10xxxxxx, de 0x80 a 0xBF) por el inicial de un carácter, porque miras si "
+            "es ≥ 0x80 (con {tokens} devuelves {got}, y lo esperado es {want}). Solo un byte 11xxxxxx empieza un "
+            "carácter de varios bytes: sáltate los de continuación hasta encontrarlo y cuenta desde él.",
+            "you take a continuation byte (10xxxxxx, 0x80 to 0xBF) for a character's lead byte, because you check "
+            "whether it is ≥ 0x80 (with {tokens} you return {got}, and {want} is expected). Only a byte 11xxxxxx "
+            "starts a multi-byte character: skip the continuation bytes until you find it and count from there.",
+        ),
+        "not_a_lead": (
+            "tomas un byte 11111xxx (de 0xF8 a 0xFF, como el 0xFF de {tokens}) por el inicial de un carácter de "
+            "cuatro bytes, y lo guardas (devuelves {got}, y lo esperado es {want}). Solo 11110xxx (de 0xF0 a 0xF7) "
+            "empieza uno de cuatro; un byte 11111xxx no empieza ninguno y sale como «�» en cuanto llega.",
+            "you take a byte 11111xxx (0xF8 to 0xFF, like the 0xFF of {tokens}) for the lead byte of a four-byte "
+            "character, and hold it back (you return {got}, and {want} is expected). Only 11110xxx (0xF0 to 0xF7) "
+            "starts a four-byte one; a byte 11111xxx starts none and comes out as “�” as soon as it arrives.",
+        ),
+        "stream_count": (
+            "con {n} tokens devuelves {n_got} trozos, y son {n_want}: uno por token y uno más al final, con lo que "
+            'quede guardado ("" si no queda nada) (con {tokens}).',
+            "with {n} tokens you return {n_got} pieces, and there are {n_want}: one per token and one more at the "
+            'end, with whatever is still held ("" if nothing) (with {tokens}).',
+        ),
+        "stream_text": (
+            "juntos, tus trozos dan {joined}, y el texto entero es {whole} (con {tokens}): al juntarlos debe salir "
+            'lo mismo que `b"".join(token_bytes).decode("utf-8", errors="replace")`.',
+            "joined, your pieces give {joined}, and the whole text is {whole} (with {tokens}): joining them must "
+            'give the same as `b"".join(token_bytes).decode("utf-8", errors="replace")`.',
+        ),
+        "stream_timing": (
+            "el texto es el correcto, pero no sale cuando toca (con {tokens} devuelves {got}, y lo esperado es "
+            "{want}): cada carácter sale con el token que trae su último byte, ni antes ni después.",
+            "the text is right, but it does not come out when it should (with {tokens} you return {got}, and "
+            "{want} is expected): each character comes out with the token that brings its last byte, neither "
+            "before nor after.",
+        ),
         "not_dict": (
             "devuelve un diccionario {{(a, b): veces}}, no {got}.",
             "return a dictionary {{(a, b): count}}, not {got}.",
@@ -316,11 +441,11 @@ def _fresh(x: Any) -> Any:
     return type(x)(_fresh(i) for i in x)
 
 
-def _call(lang: str, fn: Callable[..., Any], args: dict[str, Any], why: tuple[str, str]) -> Any:
-    """The student's ``fn`` on fresh copies of ``args`` (name -> value), with the forbidden tools switched
-    off; a list it changes stops the check with the ``mutates`` hint."""
+def _call(lang: str, fn: Callable[..., Any], args: dict[str, Any], why: tuple[str, str], more: tuple = ()) -> Any:
+    """The student's ``fn`` on fresh copies of ``args`` (name -> value), with the forbidden tools (and ``more``)
+    switched off; a list it changes stops the check with the ``mutates`` hint."""
     copies = {name: _fresh(value) for name, value in args.items()}
-    with forbid(_tools(), *why):
+    with forbid(_tools() + more, *why):
         got = attempt(lang, fn, *copies.values())
     for name, before in args.items():
         after = copies[name]
@@ -395,7 +520,235 @@ def _short(x: Any, most: int = 90) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-# ---- 11.count_pairs ------------------------------------------------------------------------------
+# ---- 11.decode_stream ----------------------------------------------------------------------------
+
+
+@functools.cache
+def _byte_tokenizer() -> ByteBPE:
+    """The 256 bytes and no merge: every byte string is a list of its ids."""
+    return train_bpe("", 256)
+
+
+def _streamed(tokens: list[bytes]) -> list[str]:
+    """The package's stream_decoder fed each token's bytes, then flushed: the reference."""
+    decoder = _byte_tokenizer().stream_decoder()
+    return [decoder.feed([BYTE_ID[b] for b in token]) for token in tokens] + [decoder.flush()]
+
+
+_STREAM_CASES: list[list[bytes]] = [
+    [b" a\xc3", b"\xb1o"],  # ñ: two bytes, two tokens
+    [b"5 \xe2", b"\x82", b"\xac"],  # €: three bytes, three tokens
+    [b"\xf0", b"\x9f", b"\x99", b"\x82!"],  # 🙂: four bytes, four tokens
+    [b"el", b" gato", b"."],  # ASCII only
+    [],
+    [b"ni\xc3\xb1o"],  # every character whole inside one token
+    [b"\xc3", b"\xb1\xc3", b"\xba"],  # a token with the end of ñ and the start of ú
+    [b"\xe2\x82", b"\xac\xe2", b"\x82\xac"],  # € €: the same with three bytes
+    [b"\xf0\x9f", b"\x99\x82\xe2\x82", b"\xac y"],  # 🙂 then €
+    [b"ni", b"\xc3"],  # ends inside ñ
+    [b"ok ", b"\xe2\x82"],  # ends inside €
+    [b"\xf0\x9f", b"\x99"],  # ends inside 🙂
+    [b"a\x80", b"b"],  # a continuation byte with no lead byte
+    [b"x\xff", b"y\xc3\xa1"],  # a byte that starts no character
+    [b"\xc3", b"a"],  # a lead byte cut short by an ASCII character
+    [b"\xe2\x82", b"\xc3\xb1"],  # a three-byte character cut short by another character
+    [b"a\xff\xc3", b"\xb1", b"!"],
+]
+
+
+def _lead_length(b: int) -> int:
+    """The bytes of a character whose first byte is ``b`` (1 for ASCII and for bytes that start none)."""
+    return 2 if b >> 5 == 0b110 else 3 if b >> 4 == 0b1110 else 4 if b >> 3 == 0b11110 else 1
+
+
+def _whole(held: bytes) -> int:
+    """Where the incomplete character at the end of ``held`` starts (``len(held)`` if there is none)."""
+    for back in range(1, min(4, len(held)) + 1):
+        if held[-back] >> 6 != 0b10:  # not a continuation byte: the last character starts here
+            return len(held) - back if _lead_length(held[-back]) > back else len(held)
+    return len(held)
+
+
+def _held_back(cut: Callable[[bytes], int], flush: bool = True) -> Callable[[list[bytes]], list[str]]:
+    """A streaming decoder that keeps ``held[cut(held):]`` after each token, flushed at the end or not."""
+
+    def run(tokens: list[bytes]) -> list[str]:
+        out, held = [], b""
+        for token in tokens:
+            held += token
+            k = cut(held)
+            out.append(held[:k].decode("utf-8", errors="replace"))
+            held = held[k:]
+        return out + ([held.decode("utf-8", errors="replace")] if flush else [])
+
+    return run
+
+
+def _alone(errors: str, end: bool) -> Callable[[list[bytes]], list[str]]:
+    """Each token decoded on its own, with or without an empty last piece."""
+    return lambda tokens: [t.decode("utf-8", errors=errors) for t in tokens] + ([""] if end else [])
+
+
+def _one_byte(held: bytes) -> int:
+    """A lead byte at the very end is held back, alone."""
+    return len(held) - 1 if held and held[-1] >= 0xC0 else len(held)
+
+
+def _one_byte_on_error(held: bytes) -> int:
+    try:
+        held.decode("utf-8")
+    except UnicodeDecodeError:
+        return len(held) - 1
+    return len(held)
+
+
+def _until_valid(held: bytes) -> int:
+    """Everything held while the bytes do not decode strictly."""
+    try:
+        held.decode("utf-8")
+    except UnicodeDecodeError:
+        return 0
+    return len(held)
+
+
+def _until_error(held: bytes) -> int:
+    """Held from the first error on: an invalid byte is never given out."""
+    try:
+        held.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return bad.start
+    return len(held)
+
+
+def _non_ascii_tail(most: int | None) -> Callable[[bytes], int]:
+    """Every byte >= 0x80 at the end held back (at most ``most`` of them)."""
+
+    def cut(held: bytes) -> int:
+        k = len(held)
+        while k > 0 and held[k - 1] >= 0x80 and (most is None or len(held) - k < most):
+            k -= 1
+        return k
+
+    return cut
+
+
+def _continuation_as_lead(held: bytes) -> int:
+    """The last byte >= 0x80 taken for a lead byte, continuation bytes too."""
+    for back in range(1, min(4, len(held)) + 1):
+        b = held[-back]
+        if b >= 0x80:
+            need = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+            return len(held) - back if need > back else len(held)
+    return len(held)
+
+
+def _four_from_f0(held: bytes) -> int:
+    """Every byte from 0xF0 up taken for the lead of a four-byte character, 0xF8 to 0xFF too."""
+    for back in range(1, min(4, len(held)) + 1):
+        b = held[-back]
+        if b >> 6 != 0b10:
+            need = 4 if b >= 0xF0 else 3 if b >= 0xE0 else 2 if b >= 0xC0 else 1
+            return len(held) - back if need > back else len(held)
+    return len(held)
+
+
+_STREAM_MISTAKES: list[tuple[Callable[[list[bytes]], list[str]], str]] = [
+    (_alone("replace", True), "token_by_token"),
+    (_alone("replace", False), "token_by_token"),
+    (_alone("ignore", True), "ignores_errors"),
+    (_alone("ignore", False), "ignores_errors"),
+    (_held_back(_whole, flush=False), "no_flush"),
+    (lambda tokens: _held_back(_whole, flush=False)(tokens) + [""], "no_flush"),
+    (_held_back(_one_byte), "holds_one_byte"),
+    (_held_back(_one_byte_on_error), "holds_one_byte"),
+    (_held_back(_until_valid), "holds_invalid"),
+    (_held_back(_until_error), "holds_invalid"),
+    (_held_back(_non_ascii_tail(None)), "non_ascii_held"),
+    (_held_back(_non_ascii_tail(3)), "non_ascii_held"),
+    (_held_back(_continuation_as_lead), "continuation_as_lead"),
+    (_held_back(_four_from_f0), "not_a_lead"),
+]
+
+
+def _cumulative(cases: list[list[bytes]], answers: list[list[str]]) -> bool:
+    """Each piece (before the last) starts with the one before it, in every case, and repeats it in some."""
+    pieces = [(got[: len(tokens)]) for tokens, got in zip(cases, answers)]
+    grows = all(all(b.startswith(a) for a, b in zip(p, p[1:])) for p in pieces)
+    return grows and any(a and b.startswith(a) for p in pieces for a, b in zip(p, p[1:]))
+
+
+def _pieces(lang: str, got: Any) -> list[str]:
+    """The student's answer as a list of str, or a stop naming what it is instead."""
+    if isinstance(got, str):
+        raise stop(HINTS(lang, "stream_one_text", got=_short(got, 40)))
+    if not isinstance(got, (list, tuple)):
+        raise stop(HINTS(lang, "stream_not_list", got=type_name(got)))
+    for item in got:
+        if isinstance(item, (bytes, bytearray)):
+            raise stop(HINTS(lang, "stream_bytes", item=_short(item, 30)))
+        if not isinstance(item, str):
+            raise stop(HINTS(lang, "stream_not_list", got=f"{type_name(got)} ({type_name(item)})"))
+    return list(got)
+
+
+# What the statement forbids: codecs' incremental decoder and the package's tokenizer (stream_decoder).
+_STREAM_TOOLS = (
+    ("codecs.getincrementaldecoder", "codecs.getincrementaldecoder"),
+    ("codecs.iterdecode", "codecs.iterdecode"),
+    ("codecs.utf_8_decode", "codecs.utf_8_decode"),
+    ("minitransformer.tokenizer.ByteBPE.stream_decoder", "stream_decoder"),
+    ("minitransformer.tokenizer.StreamDecoder.__init__", "StreamDecoder"),
+    ("minitransformer.tokenizer.StreamDecoder.feed", "StreamDecoder"),
+    ("minitransformer.tokenizer.ByteBPE.decode", "ByteBPE.decode"),
+)
+
+_STREAM_WHY = (
+    "sigue tú la regla del byte inicial, sin el decodificador incremental de `codecs` ni el tokenizador del paquete "
+    "(`stream_decoder`, `ByteBPE`); `bytes.decode` sí vale.",
+    "follow the lead-byte rule yourself, without `codecs`' incremental decoder or the package's tokenizer "
+    "(`stream_decoder`, `ByteBPE`); `bytes.decode` is fine.",
+)
+
+
+@exercise("11.decode_stream")
+def check_decode_stream(fn: Callable[[list[bytes]], Any], lang: str | None = None) -> Feedback:
+    """``fn(token_bytes)`` -> ``len(token_bytes) + 1`` texts: what a streaming decoder gives after each token
+    (an incomplete UTF-8 character held back until a later token completes it), then what is left at the end
+    (U+FFFD for an incomplete character, ``""`` if nothing). The reference is the package's ``stream_decoder``."""
+    cases = _STREAM_CASES
+
+    def answer(tokens: list[bytes]) -> list[str]:
+        return _pieces(lang, _call(lang, fn, {"token_bytes": tokens}, _STREAM_WHY, _STREAM_TOOLS))
+
+    answers = _answers(cases, answer, _streamed)
+    if all(got == _streamed(tokens) for tokens, got in zip(cases, answers)):
+        return correct(
+            lang,
+            "Es lo que hace `stream_decoder()`: así se muestra lo que escribe un modelo mientras genera, sin «�» "
+            "a medias.",
+            "It is what `stream_decoder()` does: this is how what a model writes is shown while it generates, "
+            "without half characters turned into “�”.",
+        )
+    tokens, got = next((t, g) for t, g in zip(cases, answers) if g != _streamed(t))
+    want = _streamed(tokens)
+    where = dict(tokens=_short(tokens, 70), got=_short(got, 70), want=_short(want, 70))
+    named = _named(answers, cases, _STREAM_MISTAKES)
+    if named is not None:
+        raise stop(HINTS(lang, named[1], **where))
+    if _cumulative(cases, answers):
+        raise stop(HINTS(lang, "cumulative", **where))
+    if len(got) != len(want):
+        if len(got) == len(tokens) and got[:-1] == want[:-2] and got[-1:] == ["".join(want[-2:])]:
+            raise stop(HINTS(lang, "flush_in_last", **where))
+        raise stop(HINTS(lang, "stream_count", n=len(tokens), n_got=len(got), n_want=len(want), **where))
+    if "".join(got) != "".join(want):
+        raise stop(
+            HINTS(lang, "stream_text", joined=_short("".join(got), 50), whole=_short("".join(want), 50), **where)
+        )
+    raise stop(HINTS(lang, "stream_timing", **where))
+
+
+# ---- the old exercise 1, 11.count_pairs: kept for saved copies of the notebook ------------------
 
 
 def _words(text: str) -> list[Ids]:
@@ -459,9 +812,12 @@ _COUNT_WHY = (
 )
 
 
-@exercise("11.count_pairs")
+@checker
 def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -> Feedback:
-    """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids)."""
+    """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids).
+
+    The old exercise 1 of notebook 11, replaced by ``11.decode_stream`` (it retyped what the notebook shows): no
+    longer an exercise, with no worked solution, it still checks a saved copy's answer."""
     cases = _count_cases()
 
     def right(words: list[Ids]) -> dict:

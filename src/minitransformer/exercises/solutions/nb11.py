@@ -1,4 +1,4 @@
-"""The answer key of notebook 11, in notebook order: ``11.count_pairs``, ``11.merge``, ``11.encode``."""
+"""The answer key of notebook 11, in notebook order: ``11.decode_stream``, ``11.merge``, ``11.encode``."""
 
 from __future__ import annotations
 
@@ -6,20 +6,36 @@ from .._core import exercise
 from ..registry import explain
 
 
-@exercise("11.count_pairs")
+@exercise("11.decode_stream")
 @explain(
-    "Recorre cada palabra por separado y cuenta cada id con el siguiente (`zip(ids, ids[1:])`): así los pares "
-    "nunca cruzan de una palabra a otra y cada aparición cuenta, también las que se solapan.",
-    "Go through each word on its own and count each id with the next one (`zip(ids, ids[1:])`): pairs never "
-    "cross from one word to another, and every occurrence counts, overlapping ones too.",
+    "Los bytes que llegan se juntan con los guardados. Entre los tres últimos se busca el byte inicial del último "
+    "carácter (el primero que no es de continuación, 10xxxxxx): su forma dice cuántos bytes tiene el carácter, y si "
+    'aún faltan se guarda desde él; lo de antes se decodifica ya, con errors="replace" para los bytes que no '
+    "forman ningún carácter. Al final, lo guardado se decodifica igual: un carácter a medias sale como «�».",
+    "The bytes that arrive are joined to the held ones. Among the last three, look for the lead byte of the last "
+    "character (the first that is not a continuation byte, 10xxxxxx): its shape says how many bytes the character "
+    "has, and if some are missing it is held back from there; what comes before is decoded now, with "
+    'errors="replace" for the bytes that form no character. At the end, the held bytes are decoded the same way: '
+    "a character left halfway comes out as “�”.",
 )
-def solution_my_count_pairs(words):
-    """«Cuenta cada par de ids vecinos dentro de cada palabra.|Count each adjacent pair inside each word.»"""
-    counts = {}
-    for ids in words:
-        for pair in zip(ids, ids[1:]):
-            counts[pair] = counts.get(pair, 0) + 1
-    return counts
+def solution_my_decode_stream(token_bytes):
+    """«Lo que muestra un decodificador por flujo tras cada token, y lo que queda al final.|What a streaming decoder shows after each token, and what is left at the end.»"""
+    pieces, held = [], b""
+    for token in token_bytes:
+        held += token
+        cut = len(held)
+        for back in range(1, min(3, len(held)) + 1):  # «los tres últimos bytes|the last three bytes»
+            b = held[-back]
+            if b >> 6 == 0b10:  # «10xxxxxx: de continuación|10xxxxxx: a continuation byte»
+                continue
+            size = 2 if b >> 5 == 0b110 else 3 if b >> 4 == 0b1110 else 4 if b >> 3 == 0b11110 else 1
+            if size > back:  # «le faltan bytes: se guarda desde aquí|bytes missing: hold back from here»
+                cut = len(held) - back
+            break
+        pieces.append(held[:cut].decode("utf-8", errors="replace"))
+        held = held[cut:]
+    pieces.append(held.decode("utf-8", errors="replace"))  # «lo que queda al final|whatever is left at the end»
+    return pieces
 
 
 @exercise("11.merge")
