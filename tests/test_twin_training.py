@@ -147,6 +147,30 @@ def test_the_startup_script_wraps_the_training_functions_once_imported_and_leave
     assert Path(environ[twin_training.CACHE_ENV]).is_dir()
 
 
+@pytest.mark.parametrize(
+    "first",
+    ["minitransformer.course.counting", "minitransformer.course.translator", "minitransformer.course.ablation"],
+)
+def test_a_notebook_that_imports_the_new_module_first_gets_it_wrapped(tmp_path, first):
+    """Notebook 09 imports course.counting before anything else; course.counting imports gpt, whose old name
+    train_counting_gpt leads back to course.counting: the hook must not ask gpt for it while course.counting is
+    still being made (a circular import in every cell of 09 in the test run, not outside it)."""
+    environ = twin_training.prepare(tmp_path)
+    startup = next(Path(environ["IPYTHONDIR"]).rglob("startup/*.py")).read_text(encoding="utf-8")
+    code = (
+        "namespace = {'__name__': '__main__'}\n"
+        f"exec({startup!r}, namespace)\n"
+        f"import importlib; module = importlib.import_module({first!r})\n"
+        "from minitransformer.gpt import train_counting_gpt as old\n"
+        "from minitransformer.course.counting import train_counting_gpt as new\n"
+        "assert old is new and new.twin_shared\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **environ}, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_every_training_function_is_where_the_cache_looks_for_it():
     """A function that moved without its new module here would not fail: it would train in both languages."""
     import importlib

@@ -159,9 +159,11 @@ class _WrapAfterImport(importlib.abc.MetaPathFinder):
             execute(module)
             for name in TRAINING.get(fullname, ()):
                 setattr(module, name, shared(fullname, getattr(module, name), folder))
-            for name in OLD_NAMES.get(fullname, ()):  # imports the new module, which wraps it there
-                function = getattr(module, name)
-                if not getattr(function, "twin_shared", False):  # an old name that no longer re-exports
+            for name in OLD_NAMES.get(fullname, ()):
+                # A re-export holds the new module's function, wrapped there; an old name found when asked for
+                # (PEP 562, as gpt's) is not read here: gpt is imported by course.counting itself, half-made then.
+                function = module.__dict__.get(name)
+                if function is not None and not getattr(function, "twin_shared", False):  # no longer re-exports
                     setattr(module, name, shared(fullname, function, folder))
 
         spec.loader.exec_module = exec_module
