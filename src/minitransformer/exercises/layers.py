@@ -179,6 +179,17 @@ def _run(lang: str, fn: Callable[..., Tensor], tools: tuple[str, ...], *args):
 # ---- 04.layer_norm -------------------------------------------------------------------------------
 
 
+def _layer_norm_cases() -> tuple[tuple[Tensor, Tensor, Tensor], list[tuple[Tensor, Tensor, Tensor, float]]]:
+    """(x, gamma, beta) of a token whose features are all equal (σ² = 0, only ε keeps the division finite),
+    then the (x, gamma, beta, eps) the answer must match."""
+    flat = (torch.full((1, 2, 4), 3.0), torch.ones(4), torch.arange(4.0))
+    cases = [
+        (randn(2, 5, 8, seed=1) * 3 + 1, randn(8, seed=2), randn(8, seed=3), 1e-5),
+        (randn(3, 6, seed=4) * 0.3, randn(6, seed=5), randn(6, seed=6), 0.5),
+    ]
+    return flat, cases
+
+
 def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str, Tensor]:
     """What each typical mistake gives, by its hint's key."""
     mean = x.mean(dim=-1, keepdim=True)
@@ -200,16 +211,11 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None)
 
     x: (..., D); gamma, beta: (D,); the result has the shape of x.
     """
+    (x, gamma, beta), cases = _layer_norm_cases()
     # a token whose features are all equal: σ² = 0, only ε keeps the division finite
-    x = torch.full((1, 2, 4), 3.0)
-    gamma, beta = torch.ones(4), torch.arange(4.0)
     got = _run(lang, layer_norm, _LAYER_NORM, x.clone(), gamma.clone(), beta.clone(), 1e-5)
     if _not_finite(got, x):
         return HINTS(lang, "ln_not_finite")
-    cases = [
-        (randn(2, 5, 8, seed=1) * 3 + 1, randn(8, seed=2), randn(8, seed=3), 1e-5),
-        (randn(3, 6, seed=4) * 0.3, randn(6, seed=5), randn(6, seed=6), 0.5),
-    ]
     for x, gamma, beta, eps in cases:
         expected = F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
         got = _run(lang, layer_norm, _LAYER_NORM, x.clone(), gamma.clone(), beta.clone(), eps)
@@ -227,12 +233,9 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None)
 # ---- 04.sublayer_connection ----------------------------------------------------------------------
 
 
-@exercise("04.sublayer_connection")
-def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str | None = None) -> Feedback:
-    """Check ``sublayer_connection(x, sublayer, norm)`` = norm(x + sublayer(x)) (post-LN).
-
-    x: (B, T, D); ``sublayer`` and ``norm`` are modules (B, T, D) -> (B, T, D).
-    """
+def _sublayer_case() -> tuple[Tensor, FeedForward, nn.LayerNorm]:
+    """(x, sublayer, norm): x (2, 4, D), a feed-forward sublayer and a LayerNorm, D = 8, every parameter
+    drawn from its own seed (the LayerNorm's weight around 1)."""
     D = 8
     with torch.random.fork_rng(devices=[]):  # leave the notebook's random state alone
         sublayer = FeedForward(D, 16)
@@ -241,6 +244,16 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
         for i, p in enumerate(list(sublayer.parameters()) + list(norm.parameters())):
             p.copy_(randn(*p.shape, seed=40 + i) * 0.5 + (1.0 if p is norm.weight else 0.0))
     x = randn(2, 4, D, seed=50) * 2 + 0.5
+    return x, sublayer, norm
+
+
+@exercise("04.sublayer_connection")
+def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str | None = None) -> Feedback:
+    """Check ``sublayer_connection(x, sublayer, norm)`` = norm(x + sublayer(x)) (post-LN).
+
+    x: (B, T, D); ``sublayer`` and ``norm`` are modules (B, T, D) -> (B, T, D).
+    """
+    x, sublayer, norm = _sublayer_case()
     with torch.no_grad():
         expected = norm(x + sublayer(x))
         got = attempt(lang, sublayer_connection, x.clone(), sublayer, norm)
@@ -265,6 +278,15 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
 # ---- 04.rms_norm ---------------------------------------------------------------------------------
 
 
+def _rms_norm_cases() -> tuple[Tensor, list[tuple[Tensor, Tensor, float]]]:
+    """x, a token of zeros (only ε keeps 0 / 0 away), then the (x, gamma, eps) the answer must match."""
+    cases = [
+        (randn(2, 5, 8, seed=60) * 2 + 0.7, randn(8, seed=61), 1e-6),
+        (randn(3, 6, seed=62) * 0.4, randn(6, seed=63), 0.5),
+    ]
+    return torch.zeros(1, 2, 4), cases
+
+
 def _rms_norm_mistakes(x: Tensor, gamma: Tensor, eps: float) -> dict[str, Tensor]:
     """What each typical mistake gives, by its hint's key."""
     mean_sq = (x**2).mean(dim=-1, keepdim=True)
@@ -284,14 +306,10 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str | None = None) -> 
 
     x: (..., D); gamma: (D,); the result has the shape of x.
     """
-    x = torch.zeros(1, 2, 4)  # a token of zeros: only ε keeps 0 / 0 away
+    x, cases = _rms_norm_cases()  # x: a token of zeros, only ε keeps 0 / 0 away
     got = _run(lang, rms_norm, _RMS_NORM, x.clone(), torch.ones(4), 1e-6)
     if _not_finite(got, x):
         return HINTS(lang, "rms_not_finite")
-    cases = [
-        (randn(2, 5, 8, seed=60) * 2 + 0.7, randn(8, seed=61), 1e-6),
-        (randn(3, 6, seed=62) * 0.4, randn(6, seed=63), 0.5),
-    ]
     for x, gamma, eps in cases:
         expected = F.rms_norm(x, x.shape[-1:], gamma, eps)
         got = _run(lang, rms_norm, _RMS_NORM, x.clone(), gamma.clone(), eps)

@@ -481,6 +481,11 @@ def _float_answer(lang: str, got: Any, expected: Tensor) -> Tensor:
 # ---- 10.rope -------------------------------------------------------------------------------------
 
 
+def _rope_cases() -> list[tuple[Tensor, float]]:
+    """(x, base): x (T, Dh) with T ≠ Dh, and two bases."""
+    return [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
+
+
 def _rope_with(
     x: Tensor, base: float, exponent: float = 2.0, sign: float = 1.0, start: int = 0, halves: bool = False
 ) -> Tensor:
@@ -534,8 +539,7 @@ _ROPE_WHY = (
 @exercise("10.rope")
 def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None) -> Feedback:
     """Check ``rope(x, base)``: x (T, Dh), positions 0 … T − 1, interleaved pairs (2i, 2i+1)."""
-    cases = [(randn(7, 10, seed=10), 10000.0), (randn(5, 6, seed=11) * 2, 500.0)]
-    for x, base in cases:
+    for x, base in _rope_cases():
         T, Dh = x.shape
         expected = modern.apply_rope(x, *modern.rope_cos_sin(torch.arange(T), Dh, base), interleaved=True)
         got = _float_answer(lang, _run(lang, rope, (x.clone(), base), _ROPE_TOOLS, _ROPE_WHY), expected)
@@ -556,6 +560,15 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
 
 
 # ---- 10.swiglu -----------------------------------------------------------------------------------
+
+
+def _swiglu_cases() -> tuple[tuple[Tensor, Tensor, Tensor], list[tuple[tuple[int, ...], Tensor]]]:
+    """(W_gate, W_up, W_down), D = 6, F = 10, and (shape, x) for every shape of x the package accepts:
+    (B, T, D), (T, D) and (B, H, T, D)."""
+    D, Fw = 6, 10
+    weights = (randn(D, Fw, seed=21), randn(D, Fw, seed=22), randn(Fw, D, seed=23))
+    shapes = [(2, 3, D), (5, D), (2, 2, 3, D)]
+    return weights, [(shape, randn(*shape, seed=20 + n) * 1.5) for n, shape in enumerate(shapes)]
 
 
 def _swiglu_mistakes(gate: Tensor, up: Tensor, W_down: Tensor) -> list[tuple[str, list[Tensor]]]:
@@ -586,11 +599,9 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
     Every shape of x the package accepts is tried, (B, T, D), (T, D) and (B, H, T, D); an answer
     right on some of them and not on the others is told so.
     """
-    D, Fw = 6, 10
-    W_gate, W_up, W_down = randn(D, Fw, seed=21), randn(D, Fw, seed=22), randn(Fw, D, seed=23)
+    (W_gate, W_up, W_down), xs = _swiglu_cases()
     runs = []
-    for n, shape in enumerate([(2, 3, D), (5, D), (2, 2, 3, D)]):
-        x = randn(*shape, seed=20 + n) * 1.5
+    for shape, x in xs:
         args = (x.clone(), W_gate.clone(), W_up.clone(), W_down.clone())
         try:
             got: Any = _run(lang, swiglu, args, _SILU_TOOLS, _SWIGLU_WHY)
@@ -627,6 +638,17 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
 
 
 # ---- 10.online_softmax ---------------------------------------------------------------------------
+
+
+def _online_cases() -> list[tuple[Tensor, int]]:
+    """(scores, block_size): scores (R, S), small scores first, then a huge score in the last, shorter
+    block, then every score far below 0."""
+    late = randn(3, 23, seed=30) * 4
+    late[0, 21] = 1000.0  # a huge score in the last, shorter block
+    late[1, :4] = 50.0  # the maximum in the first block
+    negative = torch.full((2, 10), -1000.0)  # every score far below 0: the running maximum must start at −∞
+    negative[1] += torch.arange(10.0)
+    return [(randn(2, 9, seed=31) * 3, 7), (late, 4), (negative, 3)]  # small scores first
 
 
 def _online_variant(scores: Tensor, block_size: int, kind: str) -> Tensor:
@@ -770,13 +792,7 @@ def _block_widths(S: int, block: int) -> list[int]:
 def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: str | None = None) -> Feedback:
     """Check ``online_softmax(scores, block_size)``: scores (R, S) -> the softmax of each row, read in
     blocks of ``block_size`` columns (the last one may be shorter) with a running maximum and sum."""
-    late = randn(3, 23, seed=30) * 4
-    late[0, 21] = 1000.0  # a huge score in the last, shorter block
-    late[1, :4] = 50.0  # the maximum in the first block
-    negative = torch.full((2, 10), -1000.0)  # every score far below 0: the running maximum must start at −∞
-    negative[1] += torch.arange(10.0)
-    cases = [(randn(2, 9, seed=31) * 3, 7), (late, 4), (negative, 3)]  # small scores first
-    for scores, block in cases:
+    for scores, block in _online_cases():
         expected = torch.softmax(scores, dim=-1)
         reads = _ColumnReads(scores)
         with reads:
