@@ -479,3 +479,20 @@ def test_diagnose_names_the_first_mistake_of_the_bank_under_each_policy():
     assert diagnose([3], {"three": [3]}, EVERY_CASE, same=lambda a, b: a == b) == "three"
     with pytest.raises(TypeError):
         diagnose(answers, bank, FIRST_WRONG)  # which case is wrong needs the right answers
+
+
+def test_a_forbidden_generator_function_is_refused_when_iterated_and_works_again_after():
+    """The code that replaces a generator function's is a generator's (Python 3.13 warns, an error here, when a
+    function's code changes kind): codecs.iterdecode, which notebook 11's streaming exercise forbids."""
+    import codecs
+    import warnings
+
+    from minitransformer.exercises._core import ForbiddenTool
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with forbid(["codecs.iterdecode"], "prohibida", "forbidden"):
+            pieces = codecs.iterdecode([b"a"], "utf-8")
+            with pytest.raises(ForbiddenTool):
+                list(pieces)
+    assert list(codecs.iterdecode([b"a\xc3", b"\xb1"], "utf-8")) == ["a", "ñ"]

@@ -435,13 +435,16 @@ def attempt(lang: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
 # --------------------------------------------------------------------------- what a statement forbids
 
 
-def _blocked(name: str, es: str, en: str) -> types.FunctionType:
+def _blocked(name: str, es: str, en: str, generator: bool = False) -> types.FunctionType:
     """A function that raises ``ForbiddenTool(name, es, en)``. Its code reaches this module through an
-    import, so it does so too as the code of another module's function (whose globals it runs with)."""
+    import, so it does so too as the code of another module's function (whose globals it runs with). A
+    ``generator`` one raises when first iterated: the code that replaces a generator function's must be
+    a generator's too (Python 3.13 warns otherwise, as ``codecs.iterdecode`` showed)."""
     namespace: dict[str, Any] = {}
     exec(
         "def blocked(*args, **kwargs):\n"
-        f"    raise __import__({__name__!r}, fromlist=['_']).ForbiddenTool({name!r}, {es!r}, {en!r})\n",
+        f"    raise __import__({__name__!r}, fromlist=['_']).ForbiddenTool({name!r}, {es!r}, {en!r})\n"
+        + ("    yield\n" if generator else ""),
         namespace,
     )
     return namespace["blocked"]
@@ -519,7 +522,7 @@ def forbid(tools: Iterable[str | tuple[str, str]], es: str, en: str) -> Iterator
                 names.add(_op_name(value))
                 callables.append(value)
             if isinstance(value, types.FunctionType) and value.__closure__ is None:
-                blocked = _blocked(shown, es, en)
+                blocked = _blocked(shown, es, en, generator=bool(value.__code__.co_flags & inspect.CO_GENERATOR))
                 undo.append(functools.partial(setattr, value, "__code__", value.__code__))
                 value.__code__ = blocked.__code__
             elif not torch_op:  # an inherited attribute is restored by deleting the block
