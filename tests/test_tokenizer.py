@@ -5,6 +5,7 @@ plain reference; clear errors."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import random
@@ -603,9 +604,9 @@ def test_special_tokens_follow_tiktokens_choices():
 
 @pytest.mark.parametrize("tie", TIES)
 @pytest.mark.parametrize("size", [300, 1000, 4000])
-def test_tiktoken_with_our_merges_encodes_as_we_do(corpora, size, tie):
-    """tiktoken, the other peer, built from a file of ranks the test writes (no download): the tokens' bytes with
-    our ids as ranks, GPT-2's pattern and our special tokens. It merges by the rank of the joined bytes, we by the
+def test_tiktoken_with_our_merges_encodes_as_we_do(corpora, size, tie, tmp_path, monkeypatch):
+    """tiktoken, the other peer, built from a file of ranks the test writes in tiktoken's format and tiktoken reads
+    (no download, its cache off): the tokens' bytes with our ids as ranks, GPT-2's pattern and our special tokens. It merges by the rank of the joined bytes, we by the
     rank of the pair; on the course's prose, the edge texts and special tokens, the ids and the choices agree.
     (Where one special token starts another, as «<es>» and «<es><en>», tiktoken takes whichever its pattern lists
     first and we the longest, as ``tokenizers`` does: the special tokens here start no other.)"""
@@ -614,10 +615,15 @@ def test_tiktoken_with_our_merges_encodes_as_we_do(corpora, size, tie):
     text = with_specials(corpora["es"][:30_000] + corpora["en"][:30_000], random.Random(6))
     ours = train_bpe(text, size, special_tokens=specials, tie=tie)
     n = ours.vocab_size - len(specials)
+    ranks_file = tmp_path / "course.tiktoken"
+    ranks_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate(ours.vocab[:n])))
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # read the file itself, every time
+    from tiktoken.load import load_tiktoken_bpe
+
     theirs = tiktoken.Encoding(
         "course",
         pat_str=PATTERN,
-        mergeable_ranks={token: rank for rank, token in enumerate(ours.vocab[:n])},
+        mergeable_ranks=load_tiktoken_bpe(str(ranks_file)),
         special_tokens={s: n + i for i, s in enumerate(specials)},
     )
     probes = [prose("es", "test")[:5000], prose("en", "test")[:5000], *EXAMPLES, *TRICKY]
