@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -32,15 +33,21 @@ from minitransformer.tokenizer import prose, train_bpe
 BOUNDS = {"train": 1.5, "encode": 3.0}
 
 
-def hf_train(text: str, vocab_size: int) -> Tokenizer:
-    """``tokenizers``' byte-level BPE set up as the package's (no prefix space, the 256 bytes first)."""
+def hf_train(text: str, vocab_size: int, special_tokens: Sequence[str] = ()) -> Tokenizer:
+    """``tokenizers``' byte-level BPE set up as the package's (no prefix space, the 256 bytes first); with
+    ``special_tokens``, trained on the text cut at them and with them added after the merges."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size - len(special_tokens),
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator([text], trainer=trainer)
+    cut = "|".join(re.escape(s) for s in sorted(special_tokens, key=len, reverse=True))
+    tok.train_from_iterator(re.split(cut, text) if cut else [text], trainer=trainer)
+    if special_tokens:
+        tok.add_special_tokens(list(special_tokens))
     return tok
 
 

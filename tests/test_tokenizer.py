@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from minitransformer import i18n
 from minitransformer.course.prose import prose, snapshot_date
@@ -546,22 +546,6 @@ def test_the_benchmark_runs_on_a_tiny_case(capsys):
 SPECIALS = ["<bos>", "<eos>", "<|endoftext|>", "<es>", "<es><en>"]
 
 
-def hf_with_specials(text: str, vocab_size: int, specials: list[str]) -> Tokenizer:
-    """``tokenizers`` trained on the text cut at the special tokens, which are added after the merges."""
-    pattern = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size - len(specials),
-        show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(re.split(pattern, text), trainer=trainer)
-    tok.add_special_tokens(specials)
-    return tok
-
-
 def with_specials(text: str, rng: random.Random, every: int = 200) -> str:
     parts = [text[i : i + every] for i in range(0, len(text), every)]
     return "".join(p + rng.choice(SPECIALS + [""]) for p in parts)
@@ -571,7 +555,7 @@ def test_special_tokens_are_tokenizers_added_tokens(corpora):
     rng = random.Random(4)
     text = with_specials(corpora["es"][:40_000], rng)
     for size in (600, 100_000):
-        ours, theirs = train_bpe(text, size, special_tokens=SPECIALS), hf_with_specials(text, size, SPECIALS)
+        ours, theirs = train_bpe(text, size, special_tokens=SPECIALS), hf_tokenizer(text, size, SPECIALS)
         assert merges_as_text(ours) == hf_merges(theirs)
         assert ours.vocab_size == theirs.get_vocab_size()
         n = ours.vocab_size - len(SPECIALS)

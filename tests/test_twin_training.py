@@ -118,12 +118,24 @@ def test_the_key_is_the_same_for_the_same_values_in_any_process():
     assert len(digests) == 1, digests
 
 
-def test_the_startup_script_wraps_the_training_functions_once_imported_and_leaves_no_names(tmp_path):
-    environ = twin_training.prepare(tmp_path)
+def run_after_startup(folder: Path, code: str) -> dict[str, str]:
+    """Run ``code`` in a fresh Python after the kernels' startup script (as a notebook cell would); its environment."""
+    environ = twin_training.prepare(folder)
     startup = next(Path(environ["IPYTHONDIR"]).rglob("startup/*.py")).read_text(encoding="utf-8")
+    preamble = f"namespace = {{'__name__': '__main__'}}\nexec({startup!r}, namespace)\n"
+    done = subprocess.run(
+        [sys.executable, "-c", preamble + code],
+        env={**os.environ, **environ},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return environ
+
+
+def test_the_startup_script_wraps_the_training_functions_once_imported_and_leaves_no_names(tmp_path):
     code = (
-        "namespace = {'__name__': '__main__'}\n"
-        f"exec({startup!r}, namespace)\n"
         "import sys\n"
         "assert 'minitransformer.gpt' not in sys.modules  # nothing imported before a notebook asks\n"
         "from minitransformer.gpt import train_counting_gpt\n"
@@ -140,10 +152,7 @@ def test_the_startup_script_wraps_the_training_functions_once_imported_and_leave
         "assert not hasattr(generate, 'twin_shared')\n"
         "assert set(namespace) == {'__name__', '__builtins__'}, set(namespace)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], env={**os.environ, **environ}, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    environ = run_after_startup(tmp_path, code)
     assert Path(environ[twin_training.CACHE_ENV]).is_dir()
 
 
@@ -155,20 +164,13 @@ def test_a_notebook_that_imports_the_new_module_first_gets_it_wrapped(tmp_path, 
     """Notebook 09 imports course.counting before anything else; course.counting imports gpt, whose old name
     train_counting_gpt leads back to course.counting: the hook must not ask gpt for it while course.counting is
     still being made (a circular import in every cell of 09 in the test run, not outside it)."""
-    environ = twin_training.prepare(tmp_path)
-    startup = next(Path(environ["IPYTHONDIR"]).rglob("startup/*.py")).read_text(encoding="utf-8")
     code = (
-        "namespace = {'__name__': '__main__'}\n"
-        f"exec({startup!r}, namespace)\n"
         f"import importlib; module = importlib.import_module({first!r})\n"
         "from minitransformer.gpt import train_counting_gpt as old\n"
         "from minitransformer.course.counting import train_counting_gpt as new\n"
         "assert old is new and new.twin_shared\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], env={**os.environ, **environ}, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_after_startup(tmp_path, code)
 
 
 def test_every_training_function_is_where_the_cache_looks_for_it():
