@@ -1,0 +1,692 @@
+"""Checkers for notebook 12's exercises: a model's loss in bits per byte, the bits a compressor spends on a
+text after a context, and sampling with the key-value cache.
+
+Each checker compares the student's answer with the package's own (computed before the student's code
+runs), on cases where the usual mistakes give different answers (a Spanish text whose characters are not
+its bytes, several compressors, temperatures and top-p values that change the draws), and names the
+mistake without writing the code. A student's exception becomes a "not yet" that shows the failing line.
+``12.sample_with_cache`` also watches every call of the model (a forward pre-hook): the prompt must go in
+once, then only the new token each step, always into the same cache. The worked solutions are in the answer
+key :mod:`.solutions.nb12`.
+"""
+
+from __future__ import annotations
+
+import bz2
+import functools
+import gzip
+import lzma
+import math
+import numbers
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..generation import generate
+from ..modern import ModernConfig, ModernTransformer
+from ..sampling import next_token_probs, top_p_filter
+from ._core import (
+    EVERY_CASE,
+    Feedback,
+    Hints,
+    attempt,
+    correct,
+    diagnose,
+    exercise,
+    forbid,
+    stop,
+    type_name,
+)
+
+__all__ = ["HINTS", "check_bits_per_byte", "check_conditional_bits", "check_sample"]
+
+# Every hint these checkers give, (Spanish, English), by key.
+HINTS = Hints(
+    {
+        "nan": ("el resultado es NaN o infinito.", "the result is NaN or infinite."),
+        "not_a_number": (
+            "devuelve un número (float), no {got}.",
+            "return a number (float), not {got}.",
+        ),
+        # ---- 12.bits_per_byte
+        "bpb_times_ln2": (
+            "multiplicas por ln 2 (o divides entre log₂ e), y es al revés: un bit vale ln 2 ≈ 0,693 nats, así que "
+            "los nats se pasan a bits dividiendo entre `math.log(2)`.",
+            "you multiply by ln 2 (or divide by log₂ e), and it is the other way round: one bit is ln 2 ≈ 0.693 "
+            "nats, so nats become bits when divided by `math.log(2)`.",
+        ),
+        "bpb_log10": (
+            "usas el logaritmo en base 10 (`math.log10` o ln 10): los bits son logaritmos en base 2, y la pérdida "
+            "está en nats (base e). Divide entre `math.log(2)`.",
+            "you use the base-10 logarithm (`math.log10` or ln 10): bits are base-2 logarithms, and the loss is in "
+            "nats (base e). Divide by `math.log(2)`.",
+        ),
+        "bpb_nats": (
+            "devuelves nats por byte: falta pasar los nats a bits, dividiendo entre ln 2 (`math.log(2)`).",
+            "you return nats per byte: the nats still have to become bits, divided by ln 2 (`math.log(2)`).",
+        ),
+        "bpb_per_token": (
+            "devuelves una cantidad por token ({got}): la pérdida media es por token, y aquí se pide por byte. "
+            "Multiplica por `n_tokens` para tener los nats de todo el texto y divide entre sus bytes.",
+            "you return an amount per token ({got}): the mean loss is per token, and this asks for it per byte. "
+            "Multiply by `n_tokens` to get the nats of the whole text and divide by its bytes.",
+        ),
+        "bpb_total": (
+            "devuelves los bits de todo el texto ({got}): falta dividir entre su número de bytes.",
+            "you return the bits of the whole text ({got}): it still has to be divided by its number of bytes.",
+        ),
+        "bpb_swapped": (
+            "multiplicas por los bytes y divides entre los tokens: los nats de todo el texto son "
+            "`nats_per_token * n_tokens`, y se reparten entre sus bytes.",
+            "you multiply by the bytes and divide by the tokens: the nats of the whole text are "
+            "`nats_per_token * n_tokens`, shared among its bytes.",
+        ),
+        "bpb_characters": (
+            "divides entre los caracteres del texto (`len(text)` = {chars}), no entre sus bytes: con «{text}» "
+            "son {bytes} bytes en UTF-8, porque letras como «ñ» o «é» ocupan dos. Cuenta "
+            '`len(text.encode("utf-8"))`.',
+            "you divide by the text's characters (`len(text)` = {chars}), not its bytes: “{text}” is {bytes} "
+            "bytes in UTF-8, because letters such as “ñ” or “é” take two. Count "
+            '`len(text.encode("utf-8"))`.',
+        ),
+        "bpb_eight": (
+            "multiplicas o divides entre 8: aquí no hay que pasar de bits a bytes. «Bits por byte» son los bits "
+            "del modelo repartidos entre los bytes del texto; el 8 solo aparece al compararlo con 8 bits por byte "
+            "sin comprimir.",
+            "you multiply or divide by 8: nothing is converted from bits to bytes here. “Bits per byte” are the "
+            "model's bits shared among the text's bytes; the 8 only appears when comparing with 8 bits per byte "
+            "uncompressed.",
+        ),
+        "bpb_rounded": (
+            "el resultado sale redondeado o truncado ({got}): ¿usas `//`, `round` o `int`? Usa la división "
+            "normal, `/`, y no redondees.",
+            "the result comes out rounded or truncated ({got}): do you use `//`, `round` or `int`? Use ordinary "
+            "division, `/`, and do not round.",
+        ),
+        "bpb_other": (
+            "con nats_per_token = {nats}, n_tokens = {tokens} y el texto «{text}» devuelves {got}. Los nats de "
+            "todo el texto son nats_per_token · n_tokens; en bits, ÷ ln 2; por byte, ÷ los bytes UTF-8 del texto.",
+            "with nats_per_token = {nats}, n_tokens = {tokens} and the text “{text}” you return {got}. The nats of "
+            "the whole text are nats_per_token · n_tokens; in bits, ÷ ln 2; per byte, ÷ the text's UTF-8 bytes.",
+        ),
+        # ---- 12.conditional_compression
+        "cond_no_context": (
+            "comprimes `held` solo: eso mide sus bits sin contexto. Lo que cuesta tras el contexto es lo que crece "
+            "el comprimido al añadirlo: `len(compress(context + held)) - len(compress(context))`.",
+            "you compress `held` alone: that measures its bits without context. What it costs after the context is "
+            "how much the compressed output grows when it is added: "
+            "`len(compress(context + held)) - len(compress(context))`.",
+        ),
+        "cond_order": (
+            "pones `held` delante del contexto: así mides lo que cuesta `held` sin nada antes (y el contexto detrás), "
+            "que a menudo da casi lo mismo, pero no es lo pedido. El compresor lee de izquierda a derecha: para "
+            "que el contexto ayude, va antes. Comprime `context + held`.",
+            "you put `held` before the context: that measures what `held` costs with nothing before it (and the "
+            "context after), which often gives nearly the same, but is not what is asked. The compressor reads "
+            "from left to right: for the context to help, it goes first. Compress `context + held`.",
+        ),
+        "cond_no_subtract": (
+            "no restas lo que ocupa el contexto comprimido: así cuentas los bits de los dos textos. Resta "
+            "`len(compress(context))`.",
+            "you do not subtract the compressed context's length: that counts the bits of both texts. Subtract "
+            "`len(compress(context))`.",
+        ),
+        "cond_subtracts_held": (
+            "restas `len(compress(held))`: lo que se resta es el contexto comprimido solo, "
+            "`len(compress(context))`; la diferencia es lo que añade `held` tras él.",
+            "you subtract `len(compress(held))`: what is subtracted is the context compressed alone, "
+            "`len(compress(context))`; the difference is what `held` adds after it.",
+        ),
+        "cond_bits": (
+            "`len` de un comprimido cuenta bytes, y se piden bits: multiplica la diferencia por 8 (no la dividas).",
+            "`len` of a compressed output counts bytes, and bits are asked for: multiply the difference by 8 (do "
+            "not divide it).",
+        ),
+        "cond_whole_length": (
+            "divides entre los bytes de `context + held`: los bits de más son solo de `held`, así que se reparten "
+            "entre `len(held)`.",
+            "you divide by the bytes of `context + held`: the extra bits are `held`'s alone, so they are shared "
+            "among `len(held)`.",
+        ),
+        "cond_held_characters": (
+            "divides entre los caracteres de `held` decodificado, no entre sus bytes: `held` ya son bytes, y "
+            "`len(held)` los cuenta.",
+            "you divide by the characters of `held` decoded, not by its bytes: `held` is bytes already, and "
+            "`len(held)` counts them.",
+        ),
+        "cond_own_compressor": (
+            "con el compresor {name} devuelves lo que daría gzip: usa la función `compress` que recibes, no una tuya.",
+            "with the {name} compressor you return what gzip would give: use the `compress` function you are "
+            "given, not one of your own.",
+        ),
+        "cond_rounded": (
+            "el resultado sale redondeado o truncado ({got}): ¿usas `//`, `round` o `int`? Usa `/` y no redondees.",
+            "the result comes out rounded or truncated ({got}): do you use `//`, `round` or `int`? Use `/` and do "
+            "not round.",
+        ),
+        "cond_str_bytes": (
+            "mezclas texto y bytes ({error}): `context` y `held` ya son `bytes`, y `compress` recibe y devuelve "
+            "`bytes`. No los codifiques ni los decodifiques; júntalos con `+`.",
+            "you mix text and bytes ({error}): `context` and `held` are `bytes` already, and `compress` takes and "
+            "returns `bytes`. Neither encode nor decode them; join them with `+`.",
+        ),
+        "cond_other": (
+            "con el compresor {name}, {context} bytes de contexto y {held} de `held` devuelves {got}. Son "
+            "(len(compress(context + held)) − len(compress(context))) · 8 / len(held).",
+            "with the {name} compressor, {context} bytes of context and {held} of `held` you return {got}. It is "
+            "(len(compress(context + held)) − len(compress(context))) · 8 / len(held).",
+        ),
+        # ---- 12.sample_with_cache
+        "sample_ids": (
+            "devuelve una lista de ids (enteros), uno por token nuevo, no {got}.",
+            "return a list of ids (ints), one per new token, not {got}.",
+        ),
+        "sample_includes_prompt": (
+            "devuelves el prompt y los tokens nuevos: devuelve solo los {n} nuevos (el prompt ya lo tiene quien "
+            "llama).",
+            "you return the prompt and the new tokens: return only the {n} new ones (the caller already has the "
+            "prompt).",
+        ),
+        "sample_length": (
+            "devuelves {got} ids y se piden {n}, uno por token nuevo.",
+            "you return {got} ids and {n} are asked for, one per new token.",
+        ),
+        "sample_not_called": (
+            "el modelo no se llama como `model(tokens, cache=cache)` (¿usas `model.forward` u otra función?): "
+            "llámalo así, para que cada paso use la caché.",
+            "the model is not called as `model(tokens, cache=cache)` (do you use `model.forward` or another "
+            "function?): call it that way, so that each step uses the cache.",
+        ),
+        "sample_no_cache": (
+            "llamas al modelo sin caché (`cache=None` o sin `cache=`), y cada paso recalcula toda la secuencia. "
+            "Crea una con `cache = model.new_cache()` antes del bucle y pásala en cada llamada: "
+            "`model(tokens, cache=cache)`.",
+            "you call the model without a cache (`cache=None` or no `cache=`), and each step recomputes the whole "
+            "sequence. Make one with `cache = model.new_cache()` before the loop and pass it on every call: "
+            "`model(tokens, cache=cache)`.",
+        ),
+        "sample_cache_each_step": (
+            "creas una caché nueva en cada paso: así no guarda nada entre pasos. Crea una sola con "
+            "`model.new_cache()` antes del bucle.",
+            "you make a new cache at each step: then it keeps nothing between steps. Make one with "
+            "`model.new_cache()` before the loop.",
+        ),
+        "sample_prompt_once": (
+            "la primera llamada recibe {got} tokens y el prompt tiene {T}: pasa el prompt entero de una vez, "
+            "con forma (1, {T}), en la primera llamada.",
+            "the first call gets {got} tokens and the prompt has {T}: pass the whole prompt at once, with shape "
+            "(1, {T}), in the first call.",
+        ),
+        "sample_refeed": (
+            "tras la primera llamada vuelves a pasar la secuencia entera ({got} tokens) con la caché: la caché ya "
+            "guarda las claves y los valores de lo visto, y esos tokens se añaden otra vez en posiciones nuevas. "
+            "Pasa solo el token nuevo, con forma (1, 1).",
+            "after the first call you pass the whole sequence again ({got} tokens) with the cache: the cache "
+            "already holds the keys and values of what it saw, and those tokens are appended again at new "
+            "positions. Pass only the new token, with shape (1, 1).",
+        ),
+        "sample_not_appended": (
+            "en cada paso vuelves a pasar el último token del prompt, no el que acabas de muestrear: el token "
+            "nuevo es la entrada del paso siguiente.",
+            "at each step you pass the prompt's last token again, not the one you just sampled: the new token is "
+            "the next step's input.",
+        ),
+        "sample_fed_other": (
+            "en el paso {step} pasas al modelo el token {fed}, y el que acababas de muestrear (y devuelves) es "
+            "{sampled}: cada paso recibe el token que sacó el anterior.",
+            "at step {step} you pass token {fed} to the model, and the one you had just sampled (and return) is "
+            "{sampled}: each step takes the token the previous one drew.",
+        ),
+        "sample_greedy": (
+            "eliges siempre el token más probable (argmax): eso es la decodificación voraz. Muestrea de la "
+            "distribución con `torch.multinomial(probs, 1, generator=generator)` o `sample_next_token`.",
+            "you always pick the most likely token (argmax): that is greedy decoding. Sample from the "
+            "distribution with `torch.multinomial(probs, 1, generator=generator)` or `sample_next_token`.",
+        ),
+        "sample_first_position": (
+            "muestreas con los logits de la primera posición (`[:, 0]`): la predicción del token siguiente está "
+            "en la última, `logits[:, -1]`.",
+            "you sample from the first position's logits (`[:, 0]`): the prediction of the next token is in the "
+            "last one, `logits[:, -1]`.",
+        ),
+        "sample_no_temperature": (
+            "no usas la temperatura: divide los logits entre `temperature` antes de la softmax (o pásala a "
+            "`next_token_probs`/`sample_next_token`).",
+            "you do not use the temperature: divide the logits by `temperature` before the softmax (or pass it to "
+            "`next_token_probs`/`sample_next_token`).",
+        ),
+        "sample_temperature_times": (
+            "multiplicas los logits por la temperatura: se dividen entre ella (τ < 1 afila la distribución).",
+            "you multiply the logits by the temperature: they are divided by it (τ < 1 sharpens the distribution).",
+        ),
+        "sample_no_top_p": (
+            "no usas top-p: quédate con los tokens más probables cuya masa llega a `top_p` antes de muestrear "
+            "(`top_p_filter`, o `top_p=` en `next_token_probs`/`sample_next_token`).",
+            "you do not use top-p: keep the most likely tokens whose mass reaches `top_p` before sampling "
+            "(`top_p_filter`, or `top_p=` in `next_token_probs`/`sample_next_token`).",
+        ),
+        "sample_top_p_first": (
+            "aplicas top-p antes que la temperatura: el orden es temperatura primero y top-p después, como en "
+            "`next_token_probs` y en `generate`.",
+            "you apply top-p before the temperature: the order is temperature first, then top-p, as in "
+            "`next_token_probs` and `generate`.",
+        ),
+        "sample_generator": (
+            "no usas el `generator` que recibes (¿creas uno nuevo, o usas el azar global de PyTorch?): pásalo a "
+            "cada sorteo, `torch.multinomial(probs, 1, generator=generator)`, para que el mismo estado dé el mismo "
+            "texto.",
+            "you do not use the `generator` you are given (do you make a new one, or use PyTorch's global "
+            "randomness?): pass it to every draw, `torch.multinomial(probs, 1, generator=generator)`, so that the "
+            "same state gives the same text.",
+        ),
+        "sample_other": (
+            "con el prompt {prompt}, temperatura {temperature} y top_p {top_p}, tus tokens son {got} y los de "
+            "`generate` con el mismo generador, {want}. Cada paso: logits de la última posición, temperatura, "
+            "top-p, un sorteo con `generator`.",
+            "with the prompt {prompt}, temperature {temperature} and top_p {top_p}, your tokens are {got} and "
+            "`generate`'s with the same generator, {want}. Each step: the last position's logits, temperature, "
+            "top-p, one draw with `generator`.",
+        ),
+    }
+)
+
+
+def _number(lang: str, got: Any) -> float:
+    """The answer as a finite float; anything else stops the check with its hint."""
+    if isinstance(got, Tensor) and got.numel() == 1 and not got.is_complex() and got.dtype != torch.bool:
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        raise stop(HINTS(lang, "not_a_number", got=type_name(got)))
+    got = float(got)
+    if not math.isfinite(got):
+        raise stop(HINTS(lang, "nan"))
+    return got
+
+
+def _same(a: float, b: float | None) -> bool:
+    return b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _short(text: str, size: int = 40) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+# ---- 12.bits_per_byte ----------------------------------------------------------------------------
+
+# (nats_per_token, n_tokens, text): an English text first (its characters are its bytes), then Spanish ones
+# where they are not («ñ», «é», «ü», «¿», «—»), with fewer tokens than bytes and non-integer answers.
+_BPB_CASES = [
+    (3.17, 11, "The cat sat on the mat, and then it slept."),
+    (2.71, 14, "El niño soñó que la cigüeña volaba sobre el año."),
+    (4.05, 12, "¿Qué pasó? «Mañana» — dijo él, sin más."),
+]
+
+
+def _bpb(nats: float, tokens: int, text: str) -> float:
+    return nats * tokens / math.log(2) / len(text.encode("utf-8"))
+
+
+def _bpb_mistakes(nats: float, tokens: int, text: str) -> list[tuple[str, float | None]]:
+    """What each typical mistake gives on one case; two ways to make one mistake share its key. A mistake whose
+    program is right on a case gives the right answer there."""
+    B, C, right = len(text.encode("utf-8")), len(text), _bpb(nats, tokens, text)
+    ln2, ln10 = math.log(2), math.log(10)
+    return [
+        ("bpb_times_ln2", nats * tokens * ln2 / B),
+        ("bpb_log10", nats * tokens / ln10 / B),
+        ("bpb_log10", nats * tokens / math.log10(2) / B),
+        ("bpb_nats", nats * tokens / B),
+        ("bpb_per_token", nats / ln2),
+        ("bpb_per_token", nats),
+        ("bpb_total", nats * tokens / ln2),
+        ("bpb_total", nats * tokens),
+        ("bpb_swapped", nats * B / tokens / ln2),
+        ("bpb_characters", nats * tokens / ln2 / C),  # right where characters are bytes
+        ("bpb_eight", right / 8),
+        ("bpb_eight", right * 8),
+        ("bpb_rounded", float(round(right))),
+        ("bpb_rounded", float(math.floor(right))),
+        ("bpb_rounded", round(right, 1)),
+        ("bpb_rounded", round(right, 2)),
+        ("bpb_rounded", (nats * tokens // B) / ln2),
+        ("bpb_rounded", nats * (tokens // B) / ln2),
+    ]
+
+
+@exercise("12.bits_per_byte")
+def check_bits_per_byte(bits_per_byte: Callable[[float, int, str], float], lang: str | None = None) -> Feedback:
+    """Check ``bits_per_byte(nats_per_token, n_tokens, text)`` -> the model's bits per UTF-8 byte of ``text``:
+    nats_per_token · n_tokens / ln 2 / len(text.encode("utf-8")).
+
+    The text, not its byte count, is passed, so that counting characters instead of bytes is a mistake the
+    student can make, and the checker can name. Every case is run; a mistake is named when it explains every
+    case, and the hint quotes the first case the answer gets wrong.
+    """
+    answers = [_number(lang, attempt(lang, bits_per_byte, *case)) for case in _BPB_CASES]
+    right = [_bpb(*case) for case in _BPB_CASES]
+    if not all(_same(got, want) for got, want in zip(answers, right)):
+        # EVERY_CASE: each mistake is a whole function a student could write, run on every case
+        bank = [_bpb_mistakes(*case) for case in _BPB_CASES]
+        mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
+        key = diagnose(answers, mistakes, EVERY_CASE, same=_same)
+        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if not _same(got, want))
+        if key == "bpb_characters":  # named where characters are not bytes
+            first = next(i for i, (_, _, text) in enumerate(_BPB_CASES) if len(text) != len(text.encode("utf-8")))
+        nats, tokens, text = _BPB_CASES[first]
+        fields = {
+            "got": answers[first],
+            "text": _short(text),
+            "chars": len(text),
+            "bytes": len(text.encode("utf-8")),
+            "nats": nats,
+            "tokens": tokens,
+        }
+        return HINTS(lang, key or "bpb_other", **fields)
+    return correct(
+        lang,
+        "Con bits por byte puedes comparar modelos con tokenizadores distintos, y con gzip, bz2 y xz.",
+        "With bits per byte you can compare models with different tokenizers, and with gzip, bz2 and xz.",
+    )
+
+
+# ---- 12.conditional_compression ------------------------------------------------------------------
+
+_GZIP = functools.partial(gzip.compress, mtime=0)  # no timestamp: the same bytes every time
+
+_CONTEXT_EN = (
+    b"The model reads the text one byte at a time and learns what comes next. The better it predicts, the "
+    b"fewer bits it needs to store each byte. A compressor does the same with the text it has already seen. "
+)
+_CONTEXT_ES = (
+    "El modelo lee el texto byte a byte y aprende qué viene después. Cuanto mejor predice, menos bits necesita "
+    "para guardar cada byte. Un compresor hace lo mismo con el texto que ya ha visto. "
+).encode()
+
+# (compress, its name, context, held): gzip, bz2 and xz, English and Spanish (held with «é», «ñ»: its characters
+# are not its bytes). An LZ compressor stores `held + context` in nearly as many bytes as `context + held`, so
+# putting the context second often gives the right number: the gzip and xz cases are ones where it does not.
+_COND_CASES = [
+    (_GZIP, "gzip", _CONTEXT_EN, b"The better the model predicts what comes next, the fewer bits it needs."),
+    (
+        bz2.compress,
+        "bz2",
+        _CONTEXT_ES * 3,
+        "Cuanto mejor predice qué viene después, menos bits necesita el año.".encode(),
+    ),
+    (lzma.compress, "xz", _CONTEXT_ES * 3, "Un compresor hace lo mismo: el niño ya ha visto el texto.".encode()),
+    (_GZIP, "gzip", _CONTEXT_ES * 2, "Mañana, señor, la cigüeña comprimirá otro texto distinto.".encode()),
+]
+
+
+def _cond(compress: Callable[[bytes], bytes], context: bytes, held: bytes) -> float:
+    return (len(compress(context + held)) - len(compress(context))) * 8 / len(held)
+
+
+def _cond_mistakes(compress: Callable[[bytes], bytes], context: bytes, held: bytes) -> list[tuple[str, float | None]]:
+    """What each typical mistake gives on one case; two ways to make one mistake share its key. A mistake whose
+    program is right on a case gives the right answer there."""
+    both, alone = len(compress(context + held)), len(compress(context))
+    extra, right = both - alone, _cond(compress, context, held)
+    chars = len(held.decode("utf-8"))
+    return [
+        ("cond_no_context", len(compress(held)) * 8 / len(held)),
+        ("cond_order", (len(compress(held + context)) - alone) * 8 / len(held)),
+        ("cond_no_subtract", both * 8 / len(held)),
+        ("cond_no_subtract", both * 8 / len(context + held)),
+        ("cond_subtracts_held", (both - len(compress(held))) * 8 / len(held)),
+        ("cond_bits", extra / len(held)),
+        ("cond_bits", extra / 8 / len(held)),
+        ("cond_whole_length", extra * 8 / len(context + held)),
+        ("cond_held_characters", extra * 8 / chars),  # right where characters are bytes
+        ("cond_own_compressor", _cond(gzip.compress, context, held)),  # right with gzip
+        ("cond_rounded", float(extra * 8 // len(held))),
+        ("cond_rounded", float(round(right))),
+        ("cond_rounded", round(right, 1)),
+        ("cond_rounded", round(right, 2)),
+    ]
+
+
+# What Python says when text and bytes are mixed (``str + bytes``, ``bytes.encode``, ``compress(str)``).
+_STR_BYTES = re.compile(
+    r"bytes-like object is required|can't concat str to bytes|can only concatenate str|"
+    r"'bytes' object has no attribute 'encode'|'str' object has no attribute 'decode'|"
+    r"unsupported operand type\(s\) for \+: '(bytes|str)' and '(bytes|str)'|object supporting the buffer API"
+)
+
+
+class _Mixed:
+    """The student's function mixed text and bytes: the error it raised."""
+
+    def __init__(self, exc: Exception):
+        self.exc = exc
+
+
+@exercise("12.conditional_compression")
+def check_conditional_bits(
+    conditional_bits: Callable[[Callable[[bytes], bytes], bytes, bytes], float], lang: str | None = None
+) -> Feedback:
+    """Check ``conditional_bits(compress, context, held)`` -> the bits per byte ``compress`` spends on ``held``
+    after ``context``: (len(compress(context + held)) − len(compress(context))) · 8 / len(held).
+
+    Every case is run (gzip, bz2, xz); a mistake is named when it explains every case. An error from mixing
+    text and bytes is named as such.
+    """
+
+    def guarded(*args: Any) -> Any:
+        try:
+            return conditional_bits(*args)
+        except (TypeError, AttributeError) as exc:
+            if _STR_BYTES.search(str(exc)):
+                return _Mixed(exc)
+            raise
+
+    if not callable(conditional_bits):
+        attempt(lang, conditional_bits)  # says "pass your function"
+    answers = []
+    for compress, _, context, held in _COND_CASES:
+        got = attempt(lang, guarded, compress, context, held)
+        if isinstance(got, _Mixed):
+            return HINTS(lang, "cond_str_bytes", error=f"{type(got.exc).__name__}: {got.exc}")
+        answers.append(_number(lang, got))
+    right = [_cond(compress, context, held) for compress, _, context, held in _COND_CASES]
+    if not all(_same(got, want) for got, want in zip(answers, right)):
+        # EVERY_CASE: each mistake is a whole function a student could write, run on every case
+        bank = [_cond_mistakes(compress, context, held) for compress, _, context, held in _COND_CASES]
+        mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
+        key = diagnose(answers, mistakes, EVERY_CASE, same=_same)
+        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if not _same(got, want))
+        _, name, context, held = _COND_CASES[first]
+        return HINTS(lang, key or "cond_other", name=name, context=len(context), held=len(held), got=answers[first])
+    return correct(
+        lang,
+        "Es la entropía cruzada del compresor sobre `held` dado el contexto, en bits por byte: la misma "
+        "medida que la del modelo.",
+        "It is the compressor's cross-entropy on `held` given the context, in bits per byte: the same measure "
+        "as the model's.",
+    )
+
+
+# ---- 12.sample_with_cache ------------------------------------------------------------------------
+
+_VOCAB = 48
+
+# (prompt, n_new, temperature, top_p, seed): temperatures below and above 1, top-p that removes tokens, a
+# one-token prompt.
+_SAMPLE_CASES = [
+    ([5, 17, 3, 22], 8, 0.7, 0.9, 1),
+    ([1, 2, 3, 4, 5, 6, 7], 10, 1.3, 0.8, 2),
+    ([30], 6, 0.5, 0.95, 3),
+    ([9, 9, 12, 40, 2], 12, 1.0, 0.6, 4),
+]
+
+
+def _tiny_model() -> ModernTransformer:
+    """A tiny ModernTransformer from a fixed seed (the notebook's random state is left alone), its output scaled
+    up so that its distributions are far from uniform and temperature and top-p change the draws."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(12)
+        config = ModernConfig(vocab_size=_VOCAB, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64)
+        model = ModernTransformer(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(12.0)
+    return model.eval()
+
+
+def _reference(model: ModernTransformer, prompt: list[int], n: int, temperature: float, top_p: float, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    out = generate(model, torch.tensor([prompt]), n, temperature=temperature, top_p=top_p, generator=gen)
+    return out[0, len(prompt) :].tolist()
+
+
+@torch.no_grad()
+def _variant(
+    model: ModernTransformer,
+    prompt: list[int],
+    n: int,
+    temperature: float,
+    top_p: float | None,
+    seed: int,
+    *,
+    position: int = -1,
+    greedy: bool = False,
+    fresh: bool = False,
+    top_p_first: bool = False,
+) -> list[int]:
+    """What a sampling loop with one mistake draws (with the cache: without it, the same tokens)."""
+    gen = torch.Generator().manual_seed(seed)
+    cache, new, out = model.new_cache(), torch.tensor([prompt]), []
+    for _ in range(n):
+        logits = model(new, cache=cache)[:, position].float()  # (1, V)
+        if greedy:
+            nxt = logits.argmax(dim=-1)
+        else:
+            if top_p_first:
+                probs = torch.softmax(top_p_filter(logits, top_p) / temperature, dim=-1)
+            else:
+                probs = next_token_probs(logits, temperature, None, top_p)
+            nxt = torch.multinomial(probs, 1, generator=torch.Generator() if fresh else gen).squeeze(-1)
+        out.append(int(nxt))
+        new = nxt[:, None]
+    return out
+
+
+def _sample_mistakes(model: ModernTransformer, prompt: list[int], n: int, t: float, p: float, seed: int):
+    """What each typical mistake draws on one case."""
+    return [
+        ("sample_greedy", _variant(model, prompt, n, t, p, seed, greedy=True)),
+        ("sample_first_position", _variant(model, prompt, n, t, p, seed, position=0)),
+        ("sample_no_temperature", _variant(model, prompt, n, 1.0, p, seed)),
+        ("sample_temperature_times", _variant(model, prompt, n, 1 / t, p, seed)),
+        ("sample_no_top_p", _variant(model, prompt, n, t, None, seed)),
+        ("sample_top_p_first", _variant(model, prompt, n, t, p, seed, top_p_first=True)),
+        ("sample_generator", _variant(model, prompt, n, t, p, seed, fresh=True)),
+    ]
+
+
+def _ids(lang: str, got: Any, prompt: list[int], n: int) -> list[int]:
+    """The answer as a list of ints; a wrong type or length stops the check with its hint."""
+    if isinstance(got, Tensor):
+        if got.dim() == 2 and got.size(0) == 1:
+            got = got[0]
+        if got.dim() != 1 or got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
+            raise stop(HINTS(lang, "sample_ids", got=f"{type_name(got)} {tuple(got.shape)} {got.dtype}"))
+        got = got.tolist()
+    if not isinstance(got, (list, tuple)):
+        raise stop(HINTS(lang, "sample_ids", got=type_name(got)))
+    ids = []
+    for item in got:
+        if isinstance(item, Tensor) and item.numel() == 1 and not item.is_floating_point() and item.dtype != torch.bool:
+            item = item.item()
+        if isinstance(item, bool) or not isinstance(item, numbers.Integral):
+            raise stop(HINTS(lang, "sample_ids", got=f"{type_name(got)} [{type_name(item)}, …]"))
+        ids.append(int(item))
+    if len(ids) == len(prompt) + n and ids[: len(prompt)] == prompt:
+        raise stop(HINTS(lang, "sample_includes_prompt", n=n))
+    if len(ids) != n:
+        raise stop(HINTS(lang, "sample_length", got=len(ids), n=n))
+    return ids
+
+
+def _check_calls(lang: str, calls: list[tuple[Any, Any, int | None]], prompt: list[int], ids: list[int]) -> None:
+    """The model's calls, (tokens, cache, its length before the call), show the cache used as it should be:
+    the whole prompt first into an empty cache, then only the last sampled token, always into that cache."""
+    if not calls:
+        raise stop(HINTS(lang, "sample_not_called"))
+    if any(cache is None for _, cache, _ in calls):
+        raise stop(HINTS(lang, "sample_no_cache"))
+    if len({id(cache) for _, cache, _ in calls}) > 1:
+        raise stop(HINTS(lang, "sample_cache_each_step"))
+    first = calls[0][0]
+    width = first.size(-1) if isinstance(first, Tensor) and first.dim() > 0 else 0
+    if width != len(prompt):
+        raise stop(HINTS(lang, "sample_prompt_once", got=width, T=len(prompt)))
+    for tokens, _, _ in calls[1:]:
+        if not isinstance(tokens, Tensor) or tokens.numel() != 1:
+            size = tokens.size(-1) if isinstance(tokens, Tensor) and tokens.dim() else "?"
+            raise stop(HINTS(lang, "sample_refeed", got=size))
+    fed = [int(tokens.reshape(-1)[0]) for tokens, _, _ in calls[1:]]
+    if fed and fed[: len(ids)] != ids[: len(fed)]:
+        if all(f == prompt[-1] for f in fed):
+            raise stop(HINTS(lang, "sample_not_appended"))
+        step = next(i for i, (f, s) in enumerate(zip(fed, ids)) if f != s)
+        raise stop(HINTS(lang, "sample_fed_other", step=step + 2, fed=fed[step], sampled=ids[step]))
+
+
+# generate is wrapped by torch.no_grad: its inner function is switched off, so every reference to it is.
+_SAMPLE_TOOLS = (("minitransformer.generation.generate.__wrapped__", "generate"),)
+_SAMPLE_WHY = (
+    "escribe tú el bucle de generación; `sample_next_token` o `next_token_probs` sí valen para cada sorteo.",
+    "write the generation loop yourself; `sample_next_token` or `next_token_probs` are fine for each draw.",
+)
+
+
+@exercise("12.sample_with_cache")
+def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> Feedback:
+    """Check ``sample(model, prompt_ids, n_new, temperature, top_p, generator)`` -> the ``n_new`` new ids (a
+    list of ints; a 1-D or (1, n_new) integer tensor is taken too), the same tokens as
+    ``generate(model, torch.tensor([prompt_ids]), n_new, temperature=..., top_p=..., generator=...)`` from the
+    same generator state, drawn with the cache: the prompt once, then one new token per call.
+
+    A forward pre-hook on the model records each call; the cases run in order, and the first one the answer
+    gets wrong decides.
+    """
+    model = _tiny_model()
+    for prompt, n, t, p, seed in _SAMPLE_CASES:
+        want = _reference(model, prompt, n, t, p, seed)
+        calls: list[tuple[Any, Any, int | None]] = []
+
+        def record(module: Any, args: tuple, kwargs: dict, calls: list = calls) -> None:
+            tokens = args[0] if args else kwargs.get("tokens")
+            cache = kwargs.get("cache", args[4] if len(args) > 4 else None)
+            tokens = tokens.detach().clone() if isinstance(tokens, Tensor) else tokens
+            calls.append((tokens, cache, len(cache) if cache is not None else None))
+
+        generator = torch.Generator().manual_seed(seed)
+        before = generator.get_state().clone()
+        handle = model.register_forward_pre_hook(record, with_kwargs=True)
+        try:
+            with forbid(_SAMPLE_TOOLS, *_SAMPLE_WHY):
+                got = attempt(lang, sample, model, list(prompt), n, t, p, generator)
+        finally:
+            handle.remove()
+        ids = _ids(lang, got, prompt, n)
+        _check_calls(lang, calls, prompt, ids)
+        if ids == want:
+            continue
+        key = diagnose(
+            [ids],
+            [(k, [v]) for k, v in _sample_mistakes(model, prompt, n, t, p, seed)],
+            EVERY_CASE,
+            same=lambda a, b: a == b,
+        )
+        if key is None and torch.equal(before, generator.get_state()):
+            key = "sample_generator"
+        return HINTS(lang, key or "sample_other", prompt=prompt, temperature=t, top_p=p, got=ids, want=want)
+    return correct(
+        lang,
+        "Los mismos tokens que `generate` con el mismo generador, con un solo token por paso tras el prompt.",
+        "The same tokens as `generate` with the same generator, with one token per step after the prompt.",
+    )
