@@ -1,7 +1,9 @@
 """Circuits: the head scores on hand-made patterns, ablation against edited weights, removal from
-one path against hooks, composition scores from hand-made weights."""
+one path against hooks, composition scores from hand-made weights, and notebook 13's recipe."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -20,6 +22,13 @@ from minitransformer.circuits import (
     previous_token_score,
     run_with_removed,
     steepest_step,
+)
+from minitransformer.course.induction import (
+    INDUCTION_RECIPE,
+    InductionRecipe,
+    copy_loss,
+    periodic_batch,
+    train_induction_model,
 )
 from minitransformer.i18n import CourseError
 from minitransformer.modern import ModernConfig, ModernTransformer, apply_rope, rope_cos_sin
@@ -129,6 +138,8 @@ def test_scores_of_a_models_patterns_are_fractions_of_attention():
         (lambda: run_with_removed(small_model(), torch.zeros(1, 3).long(), (0, 5), (1, "k")), "cabeza", "head"),
         (lambda: ablate_heads(small_model(), {(0, 0): "mean"}).__enter__(), "zero", "zero"),
         (lambda: ablate_heads(small_model(), {(0, 0): torch.zeros(3)}).__enter__(), "forma", "shape"),
+        (lambda: InductionRecipe(vocab_size=10, max_period=12, length=30), "vocabulario", "vocabulary"),
+        (lambda: InductionRecipe(min_period=8, max_period=6), "min_period", "min_period"),
     ],
 )
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -273,3 +284,43 @@ def test_composition_baseline_is_reproducible_and_a_fraction():
     b = composition_baseline(16, 8, draws=20, generator=torch.Generator().manual_seed(0))
     assert a == b and 0 < a < 1
     assert composition_baseline(16, 8, "v", draws=20, generator=torch.Generator().manual_seed(0)) < 1
+
+
+# --- notebook 13's recipe ---------------------------------------------------------------------
+
+TINY = InductionRecipe(
+    vocab_size=8,
+    min_period=2,
+    max_period=4,
+    length=12,
+    d_model=16,
+    n_heads=2,
+    steps=20,
+    batch_size=8,
+    record_every=10,
+    probe_size=8,
+)
+
+
+def test_periodic_batch_repeats_distinct_tokens_with_each_rows_period():
+    tokens, periods = periodic_batch(INDUCTION_RECIPE, 16, torch.Generator().manual_seed(0))
+    assert tokens.shape == (16, INDUCTION_RECIPE.length) and periods.shape == (16,)
+    for row, P in zip(tokens, periods.tolist()):
+        assert INDUCTION_RECIPE.min_period <= P <= INDUCTION_RECIPE.max_period
+        assert torch.equal(row[P:], row[:-P]) and len(set(row[:P].tolist())) == P
+
+
+def test_copy_loss_counts_the_predictions_a_copy_can_make():
+    losses = torch.tensor([[9.0, 1.0, 1.0, 1.0], [9.0, 9.0, 2.0, 2.0]])  # predictions of tokens 1 … 4
+    assert copy_loss(losses, torch.tensor([2, 3])) == pytest.approx((3 * 1.0 + 2 * 2.0) / 5)
+
+
+def test_training_records_the_history_and_is_reproducible():
+    model, history = train_induction_model(seed=3, recipe=TINY, progress=False)
+    assert not model.training and model.blocks[0].feed_forward is None
+    assert history.steps == [0, 10, 20] and len(history.loss) == 20 and len(history.copy_loss) == 3
+    assert history.previous_token[0].shape == (2, 2) and history.induction[-1].shape == (2, 2)
+    assert history.onset(threshold=0.0) == 0 and history.onset(threshold=1.0) is None
+    again, _ = train_induction_model(seed=3, recipe=replace(TINY), progress=False)
+    for a, b in zip(model.parameters(), again.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
