@@ -242,6 +242,36 @@ def test_removal_changes_only_the_chosen_projection(kind):
     assert (changed > 1e-4) == (kind != "v")  # values do not change where a head attends
 
 
+def test_removing_several_heads_removes_the_sum_of_their_outputs():
+    model = small_model(n_layers=3)
+    tokens = torch.randint(0, 20, (2, 12))
+    seen = {}
+    handle = model.blocks[2].attn.W_k.register_forward_hook(lambda m, a, out: seen.__setitem__("k", out))
+    run_with_removed(model, tokens, source=[(0, 0), (0, 1), (1, 0)], into=(2, "k"))
+    handle.remove()
+    captured = {}  # layer 2's input and the heads' outputs of layers 0 and 1 in a plain run
+    hooks = [
+        model.blocks[2].register_forward_pre_hook(lambda m, a: captured.__setitem__("x", a[0])),
+        *[
+            b.attn.W_o.register_forward_pre_hook(lambda m, a, i=i: captured.__setitem__(i, a[0]))
+            for i, b in enumerate(model.blocks[:2])
+        ],
+    ]
+    with torch.no_grad():
+        model(tokens)
+    for h in hooks:
+        h.remove()
+    Dh = 8
+    removed = captured["x"].clone()
+    for layer, head in [(0, 0), (0, 1), (1, 0)]:
+        W_o = model.blocks[layer].attn.W_o.weight[:, head * Dh : (head + 1) * Dh]
+        removed -= captured[layer][..., head * Dh : (head + 1) * Dh] @ W_o.T
+    block = model.blocks[2]
+    torch.testing.assert_close(
+        seen["k"], block.attn.W_k(block.norm1(removed)), atol=1e-4, rtol=1e-4
+    )  # summed in another order
+
+
 # --- composition ---------------------------------------------------------------------------
 
 

@@ -288,45 +288,61 @@ _PROJECTIONS = {"q": "W_q", "k": "W_k", "v": "W_v"}
 
 @torch.no_grad()
 def run_with_removed(
-    model: nn.Module, tokens: Tensor, source: tuple[int, int], into: tuple[int, str]
+    model: nn.Module,
+    tokens: Tensor,
+    source: tuple[int, int] | Sequence[tuple[int, int]],
+    into: tuple[int, str],
 ) -> tuple[Tensor, list[Tensor]]:
-    """Run ``model`` with head ``source = (layer, head)``'s output taken out of what layer
-    ``into[0]`` reads for its keys (``"k"``), queries (``"q"``) or values (``"v"``) only.
+    """Run ``model`` with the output of head ``source = (layer, head)`` (or of each head of a list
+    of them) taken out of what layer ``into[0]`` reads for its keys (``"k"``), queries (``"q"``)
+    or values (``"v"``) only.
 
-    The head's contribution to the residual stream is its output times its columns of W_o. The
-    later layer's chosen projection reads Norm(x − contribution); its other projections, and
+    A head's contribution to the residual stream is its output times its columns of W_o. The
+    later layer's chosen projection reads Norm(x − contributions); its other projections, and
     every other layer, read the residual stream as it is. Only the direct path is removed
     (whatever a block in between computed from the head stays). Eval mode.
 
     Shapes: tokens (B, T) -> logits (B, T, V) and the L attention patterns (B, H, T, T).
     """
     attns = _attentions(model)
-    layer0, head0 = source
-    _check_head(model, layer0, head0)
+    sources = [tuple(source)] if isinstance(source, tuple) and source and isinstance(source[0], int) else list(source)
     layer1, kind = into
-    if kind not in _PROJECTIONS or not layer0 < layer1 < len(attns):
-        raise error(
-            f"into debe ser (capa posterior a {layer0}, «q», «k» o «v»), no {into!r}",
-            f"into must be (a layer after {layer0}, 'q', 'k' or 'v'), got {into!r}",
-        )
+    for layer0, head0 in sources:
+        _check_head(model, layer0, head0)
+        if kind not in _PROJECTIONS or not layer0 < layer1 < len(attns):
+            raise error(
+                f"into debe ser (capa posterior a {layer0}, «q», «k» o «v»), no {into!r}",
+                f"into must be (a layer after {layer0}, 'q', 'k' or 'v'), got {into!r}",
+            )
     block = model.blocks[layer1]
-    a0 = attns[layer0]
+    contributions: list[Tensor] = []
     saved: dict[str, Tensor] = {}
 
-    def take_head(module, args):
-        z = args[0].reshape(*args[0].shape[:-1], a0.n_heads, a0.d_head)[..., head0, :]  # (B, T, Dh)
-        columns = a0.W_o.weight[:, head0 * a0.d_head : (head0 + 1) * a0.d_head]  # (D, Dh)
-        saved["contribution"] = z @ columns.T  # (B, T, D)
+    def take_heads(layer0: int, heads: list[int]):
+        a0 = attns[layer0]
+
+        def hook(module, args):
+            z = args[0].reshape(*args[0].shape[:-1], a0.n_heads, a0.d_head)  # (B, T, H, Dh)
+            for head0 in heads:
+                columns = a0.W_o.weight[:, head0 * a0.d_head : (head0 + 1) * a0.d_head]  # (D, Dh)
+                contributions.append(z[..., head0, :] @ columns.T)  # (B, T, D)
+
+        return hook
 
     def take_input(module, args):
         saved["x"] = args[0]  # (B, T, D): the residual stream layer1 reads
 
     def swap(module, args):
-        x = saved["x"] - saved["contribution"]  # (B, T, D)
+        x = saved["x"] - sum(contributions)  # (B, T, D)
         return (block.norm1(x) if getattr(block, "norm_first", True) else x,)
 
+    by_layer: dict[int, list[int]] = {}
+    for layer0, head0 in sources:
+        by_layer.setdefault(layer0, []).append(head0)
     handles = [
-        a0.W_o.register_forward_pre_hook(take_head),
+        attns[layer0].W_o.register_forward_pre_hook(take_heads(layer0, heads)) for layer0, heads in by_layer.items()
+    ]
+    handles += [
         block.register_forward_pre_hook(take_input),
         getattr(block.attn, _PROJECTIONS[kind]).register_forward_pre_hook(swap),
     ]
