@@ -25,6 +25,7 @@ from minitransformer.circuits import (
 )
 from minitransformer.course.induction import (
     INDUCTION_RECIPE,
+    InductionHistory,
     InductionRecipe,
     copy_loss,
     periodic_batch,
@@ -343,6 +344,16 @@ def test_periodic_batch_repeats_distinct_tokens_with_each_rows_period():
 def test_copy_loss_counts_the_predictions_a_copy_can_make():
     losses = torch.tensor([[9.0, 1.0, 1.0, 1.0], [9.0, 9.0, 2.0, 2.0]])  # predictions of tokens 1 … 4
     assert copy_loss(losses, torch.tensor([2, 3])) == pytest.approx((3 * 1.0 + 2 * 2.0) / 5)
+
+
+def test_the_histories_onset_and_halfway_step_by_hand():
+    history = InductionHistory(
+        steps=[0, 25, 50, 75],
+        copy_loss=[3.0, 2.9, 1.0, 0.2],  # halfway: 1.6, first passed at step 50
+        induction=[torch.tensor([[0.0, 0.0], [x, 0.1]]) for x in (0.05, 0.3, 0.6, 0.9)],
+    )
+    assert history.loss_halfway() == 50 and history.onset() == 50 and history.onset(0.7) == 75
+    assert history.onset(layer=0) is None
 
 
 def test_training_records_the_history_and_is_reproducible():

@@ -137,6 +137,12 @@ class InductionHistory:
                 return step
         return None
 
+    def loss_halfway(self) -> int:
+        """The first recorded step at which the copy loss is below halfway between its first and
+        last records: where the loss's drop happens, to compare with :meth:`onset`."""
+        half = (self.copy_loss[0] + self.copy_loss[-1]) / 2
+        return next(step for step, loss in zip(self.steps, self.copy_loss) if loss < half)
+
 
 def _record(history: InductionHistory, step: int, model: nn.Module, tokens: Tensor, periods: Tensor) -> None:
     patterns = attention_patterns(model, tokens)
