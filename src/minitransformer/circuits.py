@@ -49,6 +49,7 @@ __all__ = [
     "head_outputs_mean",
     "ablate_heads",
     "run_with_removed",
+    "composition_score",
     "composition_scores",
     "composition_baseline",
     "COMPOSITIONS",
