@@ -496,6 +496,8 @@ def test_model_positions_default_to_0_to_T_minus_1():
         {"positional": "learned"},
         {"norm": "layer"},
         {"feed_forward": "relu"},
+        {"feed_forward": "none"},
+        {"feed_forward": "none", "norm_first": False},
         {"norm_first": False},
         {"scale_scores": False},
         {"n_kv_heads": 2},
@@ -519,6 +521,44 @@ def test_every_variant_is_causal_and_fast_path_equal(change):
         assert model.blocks[0].attn.W_q.bias is not None
     else:
         assert all(not n.endswith("bias") for n, _ in model.named_parameters())
+
+
+def test_attention_only_blocks_have_no_feed_forward_and_no_second_norm():
+    common = dict(vocab_size=30, d_model=32, n_heads=4, d_ff=40, max_len=16, n_layers=2)
+    full = ModernTransformer(ModernConfig(**common))
+    bare = ModernTransformer(ModernConfig(**common, feed_forward="none"))
+    D, F_ = 32, 40
+    per_block_ffn = 3 * D * F_ + D  # SwiGLU's three matrices and norm2's gain
+    assert full.num_parameters() - bare.num_parameters() == 2 * per_block_ffn
+    attention = 4 * D * D + D  # W_q, W_k, W_v, W_o and norm1's gain
+    assert bare.num_parameters() == 30 * D + 2 * attention + D + D * 30  # embedding, blocks, final norm, head
+    for block in bare.blocks:
+        assert block.feed_forward is None and block.norm2 is None
+        assert not any("feed_forward" in n or "norm2" in n for n, _ in block.named_parameters())
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_attention_only_forward_is_the_hand_composition(norm_first):
+    torch.manual_seed(0)
+    config = ModernConfig(
+        vocab_size=30, d_model=32, n_heads=4, max_len=16, n_layers=2, feed_forward="none", norm_first=norm_first
+    )
+    model = ModernTransformer(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))  # norms' gains away from 1
+    tokens = torch.randint(0, 30, (3, 11))
+    mask = causal_mask(11)
+    with torch.no_grad():
+        x = model.token(tokens)
+        for block in model.blocks:
+            if norm_first:
+                x = x + block.attn(block.norm1(x), mask)[0]
+            else:
+                x = block.norm1(x + block.attn(x, mask)[0])
+        if model.norm is not None:
+            x = model.norm(x)
+        torch.testing.assert_close(model(tokens), model.lm_head(x))
 
 
 def test_model_trains():

@@ -103,6 +103,16 @@ def test_generation_identical_with_and_without_the_cache(temperature, top_k, top
     assert runs[0].shape == (4, 36) and not bool((runs[0][:, 6:] == 0).any())  # padding is never generated
 
 
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_attention_only_generation_identical_with_and_without_the_cache(norm_first):
+    model = modern(seed=3, feed_forward="none", norm_first=norm_first)
+    prompt = padded_prompt()
+    variants = (dict(use_cache=True), dict(use_cache=False), dict(preallocate=True))
+    runs = generation_runs(model, prompt, 30, 2, variants, temperature=1.0)
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+    assert model.blocks[0].feed_forward is None
+
+
 def test_padded_prompt_generates_like_the_unpadded_one_and_eos_stops():
     model = modern(seed=2)
     short, long = torch.randint(1, 30, (1, 4)), torch.randint(1, 30, (1, 9))

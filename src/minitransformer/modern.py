@@ -375,7 +375,7 @@ _CHOICES = {
     "positional": ("rope", "sinusoidal", "learned"),
     "rope_layout": ROPE_LAYOUTS,
     "norm": ("rms", "layer"),
-    "feed_forward": ("swiglu", "relu", "gelu"),
+    "feed_forward": ("swiglu", "relu", "gelu", "none"),
 }
 
 
@@ -399,7 +399,9 @@ class ModernConfig:
     # the switches an ablation turns, one at a time
     positional: str = "rope"  # "rope", "sinusoidal" (added, the paper) or "learned" (added, GPT-2)
     norm: str = "rms"  # "rms" (RMSNorm) or "layer" (LayerNorm)
-    feed_forward: str = "swiglu"  # "swiglu", or "relu"/"gelu" (W_2 act(W_1 x))
+    # "swiglu", "relu"/"gelu" (W_2 act(W_1 x)), or "none": attention-only blocks, x + Attn(Norm(x)) with no
+    # feed-forward network and no second norm (d_ff is then unused), the model of the induction-head lesson
+    feed_forward: str = "swiglu"
     norm_first: bool = True  # pre-norm (True) or post-norm, the paper (False)
     scale_scores: bool = True  # divide the attention scores by √d_head
     bias: bool = False  # biases in the projections and the feed-forward network
@@ -452,6 +454,8 @@ class ModernBlock(nn.Module):
     """Attention and feed-forward, each with a residual connection and a normalisation.
 
     Pre-norm: x + Attn(Norm(x)), then x + FFN(Norm(x)). Post-norm: Norm(x + Attn(x)), ...
+    With ``feed_forward="none"`` the block is attention only: x + Attn(Norm(x)) (post-norm:
+    Norm(x + Attn(x))); ``feed_forward`` and ``norm2`` are then None.
 
     Shapes: x (B, T, D), mask broadcastable to (B, H, T, S), positions (T,) or (B, T) -> (B, T, D);
     ``cache``: the attention's :class:`~minitransformer.kv_cache.AttentionCache`.
@@ -470,13 +474,15 @@ class ModernBlock(nn.Module):
             config.bias,
             config.head_dim,
         )
+        self.feed_forward: nn.Module | None = None
         if config.feed_forward == "swiglu":
             self.feed_forward = SwiGLU(config.d_model, config.d_ff, config.bias)
-        else:
+        elif config.feed_forward != "none":
             self.feed_forward = FeedForward(
                 config.d_model, config.d_ff, activation=config.feed_forward, bias=config.bias
             )
-        self.norm1, self.norm2 = _norm(config), _norm(config)
+        self.norm1 = _norm(config)
+        self.norm2 = _norm(config) if self.feed_forward is not None else None
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
@@ -490,11 +496,13 @@ class ModernBlock(nn.Module):
         if self.norm_first:
             a, weights = self.attn(self.norm1(x), mask, need_weights, positions, cache)
             x = x + self.dropout(a)
-            x = x + self.dropout(self.feed_forward(self.norm2(x)))
+            if self.feed_forward is not None:
+                x = x + self.dropout(self.feed_forward(self.norm2(x)))
         else:
             a, weights = self.attn(x, mask, need_weights, positions, cache)
             x = self.norm1(x + self.dropout(a))
-            x = self.norm2(x + self.dropout(self.feed_forward(x)))
+            if self.feed_forward is not None:
+                x = self.norm2(x + self.dropout(self.feed_forward(x)))
         return x, weights
 
 

@@ -292,6 +292,7 @@ def train_gpt(
     clip_norm: float = 1.0,
     device: torch.device | str | None = None,
     progress: bool = True,
+    callback: Callable[[int, nn.Module], None] | None = None,
 ) -> list[float]:
     """Train a language model on next-token prediction.
 
@@ -300,6 +301,7 @@ def train_gpt(
         next_batch: returns the next (B, T) batch of padded lines.
         steps: optimiser steps (AdamW; linear warm-up for ``warmup`` steps, then cosine
             decay to a tenth of ``lr``).
+        callback: called as ``callback(step, model)`` after every optimiser step (as :func:`train`'s).
 
     Returns:
         the training loss of every step.
@@ -322,6 +324,7 @@ def train_gpt(
         ),
         schedule=schedule,
         clip_norm=clip_norm,
+        callback=callback,
         device=device,
         progress=progress,
     )

@@ -1,0 +1,461 @@
+"""Circuits: reading what the heads of a small model do, and checking it by breaking them.
+
+An *induction head* completes a pattern it has seen earlier in the context: after "… A B … A"
+it predicts "B". Two heads in two layers do it together (Elhage et al., 2021; Olsson et al.,
+2022). A *previous-token head* in layer 0 writes into each position what the token before it
+was; the induction head in layer 1 then looks, from the current token A, for a position whose
+*previous* token was A (its key is built from what the previous-token head wrote: K-composition)
+and copies the token found there, B. This module measures each piece on a
+:class:`~minitransformer.modern.ModernTransformer`:
+
+* what each head attends to (:func:`attention_patterns`) and two scores read from it:
+  :func:`previous_token_score` (weight on position t − 1) and :func:`induction_score` (on a
+  sequence repeating with period P, weight on t − P + 1, the token after the previous
+  occurrence of the current one);
+* :func:`in_context_score`: loss late in the context minus loss early in it (negative: the
+  model predicts better the more context it has seen); :func:`steepest_step`: where a curve
+  recorded during training falls (the loss) or rises (a score) fastest, to see whether the
+  loss's drop and a head's forming coincide;
+* ablation: :func:`ablate_heads` replaces a head's output (before W_o) by zero or by its mean
+  (:func:`head_outputs_mean`), and the loss says what the head was worth;
+* :func:`run_with_removed`: one head's output taken out of what a later layer reads for its
+  keys only (or its queries, or its values), to see which path the circuit uses;
+* :func:`composition_scores`: how much a later head's W_K (W_Q, W_OV) reads from an earlier
+  head's W_OV, from the weights alone, against :func:`composition_baseline` for random matrices.
+
+Letters: B batch, T length, H heads, L layers, D d_model, Dh d_head, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .i18n import error
+from .runtime import eval_mode
+
+__all__ = [
+    "attention_patterns",
+    "previous_token_score",
+    "induction_score",
+    "per_position_loss",
+    "in_context_score",
+    "steepest_step",
+    "head_outputs",
+    "head_outputs_mean",
+    "ablate_heads",
+    "run_with_removed",
+    "composition_score",
+    "composition_scores",
+    "composition_baseline",
+    "COMPOSITIONS",
+]
+
+
+# --- attention and the two scores ------------------------------------------------------
+
+
+@torch.no_grad()
+def attention_patterns(model: nn.Module, tokens: Tensor) -> list[Tensor]:
+    """The attention weights of every layer, the model in eval mode.
+
+    Shapes: tokens (B, T) -> a list of L tensors (B, H, T, T).
+    """
+    with eval_mode(model):
+        _, maps = model(tokens, return_attention=True)
+    return [m.float() for m in maps]
+
+
+def _check_pattern(pattern: Tensor) -> None:
+    if not isinstance(pattern, Tensor) or pattern.dim() != 4 or pattern.size(-1) != pattern.size(-2):
+        shape = tuple(pattern.shape) if isinstance(pattern, Tensor) else type(pattern).__name__
+        raise error(
+            f"se esperaba un patrón de atención (B, H, T, T), no {shape}",
+            f"expected an attention pattern (B, H, T, T), got {shape}",
+        )
+
+
+def previous_token_score(pattern: Tensor) -> Tensor:
+    """Mean attention from each position t to t − 1, over t ≥ 1 and the batch, per head.
+
+    A head that always attends to the previous token scores 1; a uniform causal head scores
+    the mean of 1 / (t + 1).
+
+    Shapes: pattern (B, H, T, T) -> (H,).
+    """
+    _check_pattern(pattern)
+    if pattern.size(-1) < 2:
+        raise error(
+            "hacen falta al menos dos posiciones para un token anterior",
+            "at least two positions are needed for a previous token",
+        )
+    return pattern.diagonal(offset=-1, dim1=-2, dim2=-1).float().mean(dim=(0, 2))  # (B, H, T-1) -> (H,)
+
+
+def induction_score(pattern: Tensor, period: int | Tensor) -> Tensor:
+    """Attention from t to the tokens that followed earlier occurrences of token t, on sequences
+    that repeat with period P, per head.
+
+    Token t equals tokens t − P, t − 2P, …, so the tokens after its earlier occurrences sit at
+    t − P + 1, t − 2P + 1, … (t − kP + 1 ≥ 1): an induction head puts its weight there. The score
+    is that weight summed over those positions, averaged over every position t ≥ P of every row,
+    pooled (a row with a shorter period counts more positions). On a segment repeated once (T ≤ 2P)
+    it is the weight on the single position t − P + 1.
+
+    Shapes: pattern (B, H, T, T); period an int or one per row (B,) with 1 ≤ P < T -> (H,).
+    """
+    _check_pattern(pattern)
+    B, H, T, _ = pattern.shape
+    is_int = isinstance(period, int) and not isinstance(period, bool)
+    is_rows = isinstance(period, Tensor) and period.numel() in (1, B) and not period.is_floating_point()
+    if not (is_int or is_rows):
+        raise error(
+            f"period debe ser un entero o un tensor de enteros, uno por fila ({B}), no {period!r}",
+            f"period must be an int or an integer tensor, one per row ({B}), got {period!r}",
+        )
+    periods = torch.as_tensor(period, device=pattern.device).long().reshape(-1).expand(B)  # (B,)
+    if int(periods.min()) < 1 or int(periods.max()) >= T:
+        raise error(
+            f"cada periodo debe estar en [1, {T}) para que algo se repita, no {periods.tolist()}",
+            f"every period must lie in [1, {T}) for something to repeat, got {periods.tolist()}",
+        )
+    t = torch.arange(T, device=pattern.device)  # (T,)
+    P = periods[:, None, None]  # (B, 1, 1)
+    back = (t[:, None] - t[None, :] + 1)[None]  # (1, T, T): t − s + 1 for query t, key s
+    after_copy = (back >= P) & (back % P == 0) & (t[None, None, :] >= 1)  # (B, T, T): s = t − kP + 1, k ≥ 1
+    valid = t[None, :] >= periods[:, None]  # (B, T): t ≥ P has an earlier occurrence
+    weight = (pattern.float() * after_copy[:, None]).sum(dim=-1)  # (B, H, T)
+    counted = valid[:, None, :].float()  # (B, 1, T)
+    return (weight * counted).sum(dim=(0, 2)) / counted.sum(dim=(0, 2))  # (H,)
+
+
+# --- losses per position ---------------------------------------------------------------
+
+
+@torch.no_grad()
+def per_position_loss(model: nn.Module, tokens: Tensor) -> Tensor:
+    """The cross-entropy of predicting token t + 1 from tokens 0 … t, per position t, in eval mode.
+
+    Shapes: tokens (B, T) -> (B, T − 1).
+    """
+    with eval_mode(model):
+        logits = model(tokens)  # (B, T, V)
+    return F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), tokens[:, 1:], reduction="none")  # (B, T-1)
+
+
+def in_context_score(losses: Tensor, early: int, late: int) -> float:
+    """The loss at position ``late`` minus the loss at position ``early``, averaged over the rows.
+
+    Olsson et al. (2022) take the 500th token minus the 50th; a short context scales both down.
+    Negative: the model predicts better once it has more context.
+
+    Shapes: losses (..., T) per position (:func:`per_position_loss`) -> a number.
+    """
+    if not isinstance(losses, Tensor) or losses.dim() < 1:
+        raise error("losses debe ser un tensor (..., T)", "losses must be a tensor (..., T)")
+    T = losses.size(-1)
+    if not 0 <= early < late < T:
+        raise error(
+            f"hace falta 0 ≤ early < late < {T}, no early = {early}, late = {late}",
+            f"0 ≤ early < late < {T} is needed, got early = {early}, late = {late}",
+        )
+    return float(losses[..., late].float().mean() - losses[..., early].float().mean())
+
+
+def steepest_step(steps: Sequence[int], values: Sequence[float], falling: bool = False) -> int:
+    """The recorded step that ends the largest rise of ``values`` between two consecutive records
+    (``falling=True``: the largest fall). A phase change shows as the loss's steepest fall and an
+    induction score's steepest rise at the same step, or one record apart.
+
+    Shapes: steps and values, one per record (at least two).
+    """
+    if len(steps) != len(values) or len(steps) < 2:
+        raise error(
+            f"hacen falta al menos dos registros, tantos pasos como valores, no {len(steps)} y {len(values)}",
+            f"at least two records are needed, as many steps as values, got {len(steps)} and {len(values)}",
+        )
+    sign = -1.0 if falling else 1.0
+    changes = [sign * (float(b) - float(a)) for a, b in zip(values[:-1], values[1:])]
+    return int(steps[1 + max(range(len(changes)), key=changes.__getitem__)])
+
+
+# --- head outputs and ablation ---------------------------------------------------------
+
+
+def _attentions(model: nn.Module) -> list[nn.Module]:
+    blocks = getattr(model, "blocks", None)
+    if blocks is None or not all(hasattr(b, "attn") and hasattr(b.attn, "W_o") for b in blocks):
+        raise error(
+            "el modelo debe tener bloques con atención (model.blocks[i].attn.W_o), como ModernTransformer",
+            "the model must have blocks with attention (model.blocks[i].attn.W_o), as ModernTransformer",
+        )
+    return [b.attn for b in blocks]
+
+
+def _check_head(model: nn.Module, layer: int, head: int) -> None:
+    attns = _attentions(model)
+    if not (0 <= layer < len(attns) and 0 <= head < attns[layer].n_heads):
+        raise error(
+            f"no hay cabeza ({layer}, {head}): el modelo tiene {len(attns)} capas de {attns[0].n_heads} cabezas",
+            f"there is no head ({layer}, {head}): the model has {len(attns)} layers of {attns[0].n_heads} heads",
+        )
+
+
+@torch.no_grad()
+def head_outputs(model: nn.Module, tokens: Tensor) -> list[Tensor]:
+    """What each head writes before W_o mixes the heads: its weighted sum of values, in eval mode.
+
+    Shapes: tokens (B, T) -> a list of L tensors (B, T, H, Dh).
+    """
+    attns = _attentions(model)
+    captured: list[Tensor] = []
+    handles = [
+        a.W_o.register_forward_pre_hook(
+            lambda module, args, a=a: captured.append(args[0].reshape(*args[0].shape[:-1], a.n_heads, a.d_head))
+        )
+        for a in attns
+    ]
+    try:
+        with eval_mode(model):
+            model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+    return captured
+
+
+def head_outputs_mean(model: nn.Module, tokens: Tensor) -> Tensor:
+    """Each head's output (before W_o) averaged over the rows and positions of ``tokens``: the
+    value mean ablation puts in its place (the distribution is the one ``tokens`` is drawn from).
+
+    Shapes: tokens (B, T) -> (L, H, Dh).
+    """
+    return torch.stack([z.float().mean(dim=(0, 1)) for z in head_outputs(model, tokens)])  # (L, H, Dh)
+
+
+@contextlib.contextmanager
+def ablate_heads(model: nn.Module, heads: Mapping[tuple[int, int], str | Tensor]) -> Iterator[nn.Module]:
+    """Within the block, the output of each head ``(layer, head)`` (before W_o) is replaced by
+    zero (``"zero"``) or by a fixed vector (Dh,), usually its mean (:func:`head_outputs_mean`).
+
+    ``with ablate_heads(model, {(0, 1): "zero"}): loss = ...``. Zeroing a head's output is the
+    same as zeroing its columns of W_o (tested).
+    """
+    attns = _attentions(model)
+    by_layer: dict[int, dict[int, str | Tensor]] = {}
+    for (layer, head), value in heads.items():
+        _check_head(model, layer, head)
+        if isinstance(value, str):
+            if value != "zero":
+                raise error(
+                    f"una cabeza se anula con «zero» o con un vector (Dh,), no {value!r}",
+                    f"a head is ablated with 'zero' or a vector (Dh,), got {value!r}",
+                )
+        elif not isinstance(value, Tensor) or tuple(value.shape) != (attns[layer].d_head,):
+            shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+            raise error(
+                f"el valor de la cabeza ({layer}, {head}) debe tener forma ({attns[layer].d_head},), no {shape}",
+                f"the value of head ({layer}, {head}) must have shape ({attns[layer].d_head},), got {shape}",
+            )
+        by_layer.setdefault(layer, {})[head] = value
+
+    def replace(attn: nn.Module, chosen: dict[int, str | Tensor]):
+        def hook(module, args):
+            z = args[0].reshape(*args[0].shape[:-1], attn.n_heads, attn.d_head).clone()  # (B, T, H, Dh)
+            for head, value in chosen.items():
+                z[..., head, :] = 0.0 if isinstance(value, str) else value.to(z)
+            return (z.flatten(-2),)  # (B, T, H · Dh)
+
+        return hook
+
+    handles = [
+        attns[layer].W_o.register_forward_pre_hook(replace(attns[layer], chosen)) for layer, chosen in by_layer.items()
+    ]
+    try:
+        yield model
+    finally:
+        for h in handles:
+            h.remove()
+
+
+# --- removing one head from one path ---------------------------------------------------
+
+_PROJECTIONS = {"q": "W_q", "k": "W_k", "v": "W_v"}
+
+
+@torch.no_grad()
+def run_with_removed(
+    model: nn.Module,
+    tokens: Tensor,
+    source: tuple[int, int] | Sequence[tuple[int, int]],
+    into: tuple[int, str],
+) -> tuple[Tensor, list[Tensor]]:
+    """Run ``model`` with the output of head ``source = (layer, head)`` (or of each head of a list
+    of them) taken out of what layer ``into[0]`` reads for its keys (``"k"``), queries (``"q"``)
+    or values (``"v"``) only.
+
+    A head's contribution to the residual stream is its output times its columns of W_o. The
+    later layer's chosen projection reads Norm(x − contributions); its other projections, and
+    every other layer, read the residual stream as it is. Only the direct path is removed
+    (whatever a block in between computed from the head stays). Eval mode.
+
+    Shapes: tokens (B, T) -> logits (B, T, V) and the L attention patterns (B, H, T, T).
+    """
+    attns = _attentions(model)
+    sources = [tuple(source)] if isinstance(source, tuple) and source and isinstance(source[0], int) else list(source)
+    layer1, kind = into
+    for layer0, head0 in sources:
+        _check_head(model, layer0, head0)
+        if kind not in _PROJECTIONS or not layer0 < layer1 < len(attns):
+            raise error(
+                f"into debe ser (capa posterior a {layer0}, «q», «k» o «v»), no {into!r}",
+                f"into must be (a layer after {layer0}, 'q', 'k' or 'v'), got {into!r}",
+            )
+    block = model.blocks[layer1]
+    contributions: list[Tensor] = []
+    saved: dict[str, Tensor] = {}
+
+    def take_heads(layer0: int, heads: list[int]):
+        a0 = attns[layer0]
+
+        def hook(module, args):
+            z = args[0].reshape(*args[0].shape[:-1], a0.n_heads, a0.d_head)  # (B, T, H, Dh)
+            for head0 in heads:
+                columns = a0.W_o.weight[:, head0 * a0.d_head : (head0 + 1) * a0.d_head]  # (D, Dh)
+                contributions.append(z[..., head0, :] @ columns.T)  # (B, T, D)
+
+        return hook
+
+    def take_input(module, args):
+        saved["x"] = args[0]  # (B, T, D): the residual stream layer1 reads
+
+    def swap(module, args):
+        x = saved["x"] - sum(contributions)  # (B, T, D)
+        return (block.norm1(x) if getattr(block, "norm_first", True) else x,)
+
+    by_layer: dict[int, list[int]] = {}
+    for layer0, head0 in sources:
+        by_layer.setdefault(layer0, []).append(head0)
+    handles = [
+        attns[layer0].W_o.register_forward_pre_hook(take_heads(layer0, heads)) for layer0, heads in by_layer.items()
+    ]
+    handles += [
+        block.register_forward_pre_hook(take_input),
+        getattr(block.attn, _PROJECTIONS[kind]).register_forward_pre_hook(swap),
+    ]
+    try:
+        with eval_mode(model):
+            logits, maps = model(tokens, return_attention=True)
+    finally:
+        for h in handles:
+            h.remove()
+    return logits, [m.float() for m in maps]
+
+
+# --- composition from the weights ------------------------------------------------------
+
+COMPOSITIONS = ("q", "k", "v")
+
+
+def _norm_matrix(norm: nn.Module | None, d_model: int) -> Tensor:
+    """The linear part of a normalisation as a (D, D) matrix: RMSNorm's diag(γ); LayerNorm's
+    diag(γ)(I − 11ᵀ/D) (its centring). The 1/rms factor is a scalar per position and cancels in
+    a normalised score."""
+    if norm is None:
+        return torch.eye(d_model)
+    weight = norm.weight.detach().float().cpu() if getattr(norm, "weight", None) is not None else torch.ones(d_model)
+    matrix = torch.diag(weight)
+    if isinstance(norm, nn.LayerNorm):
+        matrix = matrix @ (torch.eye(d_model) - torch.full((d_model, d_model), 1.0 / d_model))
+    return matrix
+
+
+def _head_rows(linear: nn.Linear, head: int, d_head: int) -> Tensor:
+    return linear.weight.detach().float().cpu()[head * d_head : (head + 1) * d_head]  # (Dh, D)
+
+
+def _ov(model: nn.Module, layer: int, head: int) -> Tensor:
+    block = model.blocks[layer]
+    a = block.attn
+    kv = head // (a.n_heads // a.n_kv_heads)
+    reads = _norm_matrix(block.norm1 if block.norm_first else None, a.d_model)  # (D, D)
+    W_o = a.W_o.weight.detach().float().cpu()[:, head * a.d_head : (head + 1) * a.d_head]  # (D, Dh)
+    return W_o @ _head_rows(a.W_v, kv, a.d_head) @ reads  # (D, D)
+
+
+def composition_score(reader: Tensor, writer: Tensor) -> float:
+    """‖reader · writer‖_F / (‖reader‖_F ‖writer‖_F): how much of what ``writer`` writes
+    ``reader`` reads (Elhage et al., 2021). Shapes: reader (Dh, D) or (D, D), writer (D, D)."""
+    return float(
+        torch.linalg.matrix_norm(reader @ writer)
+        / (torch.linalg.matrix_norm(reader) * torch.linalg.matrix_norm(writer))
+    )
+
+
+def composition_scores(model: nn.Module, kind: str = "k", source_layer: int = 0, target_layer: int = 1) -> Tensor:
+    """The composition score of every head of ``source_layer`` with every head of ``target_layer``.
+
+    For source head h0, W_OV = W_o^{h0} W_v^{h0} N0 (D, D), N0 the linear part of the norm before
+    it (RMSNorm: diag(γ)). The target head reads it through W_k^{h1} N1 (``kind="k"``),
+    W_q^{h1} N1 (``"q"``) or W_OV^{h1} (``"v"``), and the score is Elhage et al.'s
+    ‖W_read W_OV‖_F / (‖W_read‖_F ‖W_OV‖_F). Under RoPE the key at position s is R_s W_k x with
+    R_s a rotation applied after the projection; the score uses the unrotated W_k, and is the same
+    for R_s W_k at every position, because an orthogonal R_s leaves Frobenius norms unchanged.
+
+    Returns (H0, H1): row h0, column h1.
+    """
+    if kind not in COMPOSITIONS:
+        raise error(
+            f"kind debe ser uno de {COMPOSITIONS}, no {kind!r}", f"kind must be one of {COMPOSITIONS}, got {kind!r}"
+        )
+    attns = _attentions(model)
+    if not 0 <= source_layer < target_layer < len(attns):
+        raise error(
+            f"hace falta 0 ≤ source_layer < target_layer < {len(attns)}, no {source_layer} y {target_layer}",
+            f"0 ≤ source_layer < target_layer < {len(attns)} is needed, got {source_layer} and {target_layer}",
+        )
+    block1 = model.blocks[target_layer]
+    a1 = block1.attn
+    reads = _norm_matrix(block1.norm1 if block1.norm_first else None, a1.d_model)  # (D, D)
+    G = a1.n_heads // a1.n_kv_heads
+    scores = torch.empty(attns[source_layer].n_heads, a1.n_heads)
+    for h0 in range(attns[source_layer].n_heads):
+        writer = _ov(model, source_layer, h0)  # (D, D)
+        for h1 in range(a1.n_heads):
+            if kind == "q":
+                reader = _head_rows(a1.W_q, h1, a1.d_head) @ reads  # (Dh, D)
+            elif kind == "k":
+                reader = _head_rows(a1.W_k, h1 // G, a1.d_head) @ reads  # (Dh, D)
+            else:
+                reader = _ov(model, target_layer, h1)  # (D, D)
+            scores[h0, h1] = composition_score(reader, writer)
+    return scores
+
+
+def composition_baseline(
+    d_model: int, d_head: int, kind: str = "k", draws: int = 200, generator: torch.Generator | None = None
+) -> float:
+    """The mean composition score of random matrices of the same shapes: a reader (Dh, D) (for
+    ``"v"``, a W_OV (D, Dh)(Dh, D)) and a writer W_o W_v (D, Dh)(Dh, D), all entries independent
+    standard Gaussians: what the score is when nothing in the weights aligns."""
+    if kind not in COMPOSITIONS:
+        raise error(
+            f"kind debe ser uno de {COMPOSITIONS}, no {kind!r}", f"kind must be one of {COMPOSITIONS}, got {kind!r}"
+        )
+    if draws < 1:
+        raise error(f"draws debe ser positivo, no {draws}", f"draws must be positive, got {draws}")
+    total = 0.0
+    for _ in range(draws):
+        writer = torch.randn(d_model, d_head, generator=generator) @ torch.randn(d_head, d_model, generator=generator)
+        if kind == "v":
+            reader = torch.randn(d_model, d_head, generator=generator) @ torch.randn(
+                d_head, d_model, generator=generator
+            )
+        else:
+            reader = torch.randn(d_head, d_model, generator=generator)
+        total += composition_score(reader, writer)
+    return total / draws

@@ -1,0 +1,367 @@
+"""Circuits: the head scores on hand-made patterns, ablation against edited weights, removal from
+one path against hooks, composition scores from hand-made weights, and notebook 13's recipe."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from minitransformer.circuits import (
+    ablate_heads,
+    attention_patterns,
+    composition_baseline,
+    composition_score,
+    composition_scores,
+    head_outputs,
+    head_outputs_mean,
+    in_context_score,
+    induction_score,
+    per_position_loss,
+    previous_token_score,
+    run_with_removed,
+    steepest_step,
+)
+from minitransformer.course.induction import (
+    INDUCTION_RECIPE,
+    InductionHistory,
+    InductionRecipe,
+    copy_loss,
+    periodic_batch,
+    train_induction_model,
+)
+from minitransformer.i18n import CourseError
+from minitransformer.modern import ModernConfig, ModernTransformer, apply_rope, rope_cos_sin
+
+
+def causal_uniform(T: int) -> torch.Tensor:
+    """Each row t spreads its weight evenly over positions 0 … t. (T, T)."""
+    return torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]
+
+
+def attend_to(targets: list[int]) -> torch.Tensor:
+    """Row t puts all its weight on position targets[t]. (T, T)."""
+    return torch.nn.functional.one_hot(torch.tensor(targets), len(targets)).float()
+
+
+def small_model(seed=0, **kw) -> ModernTransformer:
+    torch.manual_seed(seed)
+    config = dict(vocab_size=20, d_model=16, n_heads=2, n_layers=2, max_len=24, feed_forward="none")
+    model = ModernTransformer(ModernConfig(**{**config, **kw})).eval()
+    with torch.no_grad():  # weights far from the tiny initialisation, so that every head matters
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    return model
+
+
+# --- the scores ----------------------------------------------------------------------------
+
+
+def test_previous_token_score_by_hand():
+    T = 5
+    previous = attend_to([0, 0, 1, 2, 3])
+    pattern = torch.stack([previous, causal_uniform(T), torch.eye(T)])[None]  # (1, 3, T, T)
+    uniform = (1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) / 4  # weight on t − 1 of a uniform head, t = 1 … 4
+    torch.testing.assert_close(previous_token_score(pattern), torch.tensor([1.0, uniform, 0.0]))
+    two_rows = torch.stack([pattern[0], pattern[0][[1, 2, 0]]])  # the second row's heads in another order
+    expected = torch.tensor([(1 + uniform) / 2, uniform / 2, 1 / 2])  # the mean over the batch
+    torch.testing.assert_close(previous_token_score(two_rows), expected)
+
+
+def test_induction_score_by_hand():
+    T, P = 6, 2  # tokens a b a b a b: from t ≥ 2 the tokens after earlier copies are t − 1, t − 3, …
+    induction = attend_to([0, 1, 1, 2, 3, 4])  # t − P + 1 from t ≥ P
+    previous_copy = attend_to([0, 1, 0, 1, 2, 3])  # t − P: the copy itself, not the token after it
+    pattern = torch.stack([induction, previous_copy, causal_uniform(T)])[None]  # (1, 3, T, T)
+    # uniform head: t = 2: {1} of 3; t = 3: {2} of 4; t = 4: {3, 1} of 5; t = 5: {4, 2} of 6
+    uniform = (1 / 3 + 1 / 4 + 2 / 5 + 2 / 6) / 4
+    torch.testing.assert_close(induction_score(pattern, P), torch.tensor([1.0, 0.0, uniform]))
+
+
+def test_induction_score_counts_every_earlier_copy_and_pools_rows_with_their_own_period():
+    T = 6
+    spread = torch.zeros(T, T)
+    spread[4, 3], spread[4, 1], spread[4, 0] = 0.5, 0.25, 0.25  # P = 2: positions 3 and 1 count
+    spread[5, 4], spread[5, 2], spread[5, 5] = 0.25, 0.25, 0.5
+    spread[2, 1], spread[2, 0] = 0.5, 0.5
+    spread[3, 2], spread[3, 3] = 1.0, 0.0
+    spread[0, 0], spread[1, 1] = 1.0, 1.0
+    row_p2 = spread  # t = 2: 0.5, t = 3: 1, t = 4: 0.75, t = 5: 0.5
+    row_p3 = attend_to([0, 1, 2, 1, 2, 3])  # P = 3: t − 2 from t ≥ 3, all three right
+    pattern = torch.stack([row_p2, row_p3])[:, None]  # (2, 1, T, T)
+    pooled = (0.5 + 1 + 0.75 + 0.5 + 3 * 1.0) / 7
+    torch.testing.assert_close(induction_score(pattern, torch.tensor([2, 3])), torch.tensor([pooled]))
+
+
+def test_in_context_score_is_late_minus_early():
+    losses = torch.tensor([[3.0, 2.0, 1.0, 0.5], [3.0, 2.0, 0.0, 0.1]])
+    assert in_context_score(losses, early=0, late=3) == pytest.approx(0.3 - 3.0)
+    assert in_context_score(losses[0], early=1, late=2) == pytest.approx(-1.0)
+
+
+def test_steepest_step_of_a_fall_and_of_a_rise():
+    steps = [0, 25, 50, 75, 100]
+    assert steepest_step(steps, [3.0, 2.9, 1.5, 1.2, 1.1], falling=True) == 50
+    assert steepest_step(steps, [0.0, 0.1, 0.2, 0.7, 0.8]) == 75
+    with pytest.raises(CourseError):
+        steepest_step([0], [1.0])
+
+
+def test_scores_of_a_models_patterns_are_fractions_of_attention():
+    model = small_model()
+    tokens = torch.randint(0, 20, (3, 12))
+    patterns = attention_patterns(model, tokens)
+    assert len(patterns) == 2 and patterns[0].shape == (3, 2, 12, 12)
+    torch.testing.assert_close(patterns[1].sum(-1), torch.ones(3, 2, 12))
+    for scores in (previous_token_score(patterns[0]), induction_score(patterns[1], 4)):
+        assert scores.shape == (2,) and bool((scores >= 0).all() and (scores <= 1).all())
+    losses = per_position_loss(model, tokens)
+    assert losses.shape == (3, 11)
+    torch.testing.assert_close(
+        losses.mean(), torch.nn.functional.cross_entropy(model(tokens)[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+    )
+
+
+@pytest.mark.parametrize(
+    "call, es, en",
+    [
+        (lambda: previous_token_score(torch.ones(2, 3, 4)), "patrón de atención", "attention pattern"),
+        (lambda: previous_token_score(torch.ones(1, 1, 1, 1)), "dos posiciones", "two positions"),
+        (lambda: induction_score(torch.ones(1, 1, 4, 4), 4), "periodo", "period"),
+        (lambda: induction_score(torch.ones(1, 1, 4, 4), 0), "periodo", "period"),
+        (lambda: induction_score(torch.ones(2, 1, 4, 4), torch.tensor([1, 2, 3])), "uno por fila", "one per row"),
+        (lambda: induction_score(torch.ones(1, 1, 4, 4), 1.5), "entero", "int"),
+        (lambda: in_context_score(torch.ones(4), 3, 1), "early < late", "early < late"),
+        (lambda: composition_scores(small_model(), kind="x"), "kind", "kind"),
+        (lambda: composition_scores(small_model(), source_layer=1, target_layer=1), "source_layer", "source_layer"),
+        (lambda: run_with_removed(small_model(), torch.zeros(1, 3).long(), (1, 0), (1, "k")), "into", "into"),
+        (lambda: run_with_removed(small_model(), torch.zeros(1, 3).long(), (0, 5), (1, "k")), "cabeza", "head"),
+        (lambda: ablate_heads(small_model(), {(0, 0): "mean"}).__enter__(), "zero", "zero"),
+        (lambda: ablate_heads(small_model(), {(0, 0): torch.zeros(3)}).__enter__(), "forma", "shape"),
+        (lambda: InductionRecipe(vocab_size=10, max_period=12, length=30), "vocabulario", "vocabulary"),
+        (lambda: InductionRecipe(min_period=8, max_period=6), "min_period", "min_period"),
+    ],
+)
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_bad_input_raises_in_the_current_language(call, es, en, lang, language):
+    language(lang)
+    with pytest.raises(CourseError, match=es if lang == "es" else en):
+        call()
+
+
+# --- ablation --------------------------------------------------------------------------------
+
+
+def zeroed_columns(model, layer, head, bias_from=None):
+    """A copy of ``model`` whose W_o columns for ``head`` of ``layer`` are zero (and whose W_o bias
+    adds W_o^head · bias_from, when given)."""
+    copy = ModernTransformer(model.config).eval()
+    copy.load_state_dict(model.state_dict())
+    attn = copy.blocks[layer].attn
+    Dh = attn.d_head
+    with torch.no_grad():
+        columns = attn.W_o.weight[:, head * Dh : (head + 1) * Dh].clone()
+        attn.W_o.weight[:, head * Dh : (head + 1) * Dh] = 0
+        if bias_from is not None:
+            attn.W_o.bias += columns @ bias_from
+    return copy
+
+
+@pytest.mark.parametrize("layer, head", [(0, 0), (0, 1), (1, 1)])
+def test_zero_ablation_equals_zeroing_the_heads_columns_of_W_o(layer, head):
+    model = small_model()
+    tokens = torch.randint(0, 20, (3, 12))
+    with torch.no_grad(), ablate_heads(model, {(layer, head): "zero"}):
+        ablated = model(tokens)
+    torch.testing.assert_close(ablated, zeroed_columns(model, layer, head)(tokens))
+    assert (ablated - model(tokens)).abs().max() > 1e-3  # the hooks are gone afterwards, and the head mattered
+
+
+def test_mean_ablation_equals_a_bias_of_the_mean_output():
+    model = small_model(bias=True)
+    tokens = torch.randint(0, 20, (4, 12))
+    means = head_outputs_mean(model, tokens)
+    assert means.shape == (2, 2, 8)
+    with torch.no_grad(), ablate_heads(model, {(0, 1): means[0, 1], (1, 0): "zero"}):
+        ablated = model(tokens)
+    expected = zeroed_columns(zeroed_columns(model, 0, 1, bias_from=means[0, 1]), 1, 0)
+    torch.testing.assert_close(ablated, expected(tokens))
+
+
+def test_head_outputs_are_the_patterns_times_the_values():
+    model = small_model()
+    tokens = torch.randint(0, 20, (2, 10))
+    z = head_outputs(model, tokens)[0]  # (B, T, H, Dh)
+    block = model.blocks[0]
+    v = block.attn.W_v(block.norm1(model.token(tokens))).view(2, 10, 2, 8).transpose(1, 2)  # (B, H, T, Dh)
+    by_hand = torch.einsum("bhts,bhsd->bthd", attention_patterns(model, tokens)[0], v)
+    torch.testing.assert_close(z, by_hand)
+    torch.testing.assert_close(head_outputs_mean(model, tokens)[0], z.mean(dim=(0, 1)))
+
+
+# --- removal from one path -------------------------------------------------------------------
+
+
+def projections(model, tokens, layer):
+    """What layer ``layer``'s W_q, W_k and W_v compute on ``tokens``, by hooks."""
+    seen = {}
+    attn = model.blocks[layer].attn
+    handles = [
+        getattr(attn, name).register_forward_hook(lambda m, a, out, name=name: seen.__setitem__(name, out))
+        for name in ("W_q", "W_k", "W_v")
+    ]
+    with torch.no_grad():
+        model(tokens, return_attention=True)
+    for h in handles:
+        h.remove()
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["q", "k", "v"])
+def test_removal_changes_only_the_chosen_projection(kind):
+    model = small_model()
+    tokens = torch.randint(0, 20, (2, 12))
+    seen = {}
+    attn = model.blocks[1].attn
+    handles = [
+        getattr(attn, name).register_forward_hook(lambda m, a, out, name=name: seen.__setitem__(name, out))
+        for name in ("W_q", "W_k", "W_v")
+    ]
+    logits, patterns = run_with_removed(model, tokens, source=(0, 1), into=(1, kind))
+    for h in handles:
+        h.remove()
+    intact = projections(model, tokens, 1)
+    without = projections(zeroed_columns(model, 0, 1), tokens, 1)  # the head removed from every path
+    for name in ("W_q", "W_k", "W_v"):
+        expected = without[name] if name == f"W_{kind}" else intact[name]
+        torch.testing.assert_close(seen[name], expected)
+    assert (seen[f"W_{kind}"] - intact[f"W_{kind}"]).abs().max() > 1e-3
+    torch.testing.assert_close(patterns[0], attention_patterns(model, tokens)[0])  # layer 0 untouched
+    assert logits.shape == (2, 12, 20) and len(patterns) == 2
+    changed = (patterns[1] - attention_patterns(model, tokens)[1]).abs().max()
+    assert (changed > 1e-4) == (kind != "v")  # values do not change where a head attends
+
+
+def test_removing_several_heads_removes_the_sum_of_their_outputs():
+    model = small_model(n_layers=3)
+    tokens = torch.randint(0, 20, (2, 12))
+    seen = {}
+    handle = model.blocks[2].attn.W_k.register_forward_hook(lambda m, a, out: seen.__setitem__("k", out))
+    run_with_removed(model, tokens, source=[(0, 0), (0, 1), (1, 0)], into=(2, "k"))
+    handle.remove()
+    captured = {}  # layer 2's input and the heads' outputs of layers 0 and 1 in a plain run
+    hooks = [
+        model.blocks[2].register_forward_pre_hook(lambda m, a: captured.__setitem__("x", a[0])),
+        *[
+            b.attn.W_o.register_forward_pre_hook(lambda m, a, i=i: captured.__setitem__(i, a[0]))
+            for i, b in enumerate(model.blocks[:2])
+        ],
+    ]
+    with torch.no_grad():
+        model(tokens)
+    for h in hooks:
+        h.remove()
+    Dh = 8
+    removed = captured["x"].clone()
+    for layer, head in [(0, 0), (0, 1), (1, 0)]:
+        W_o = model.blocks[layer].attn.W_o.weight[:, head * Dh : (head + 1) * Dh]
+        removed -= captured[layer][..., head * Dh : (head + 1) * Dh] @ W_o.T
+    block = model.blocks[2]
+    torch.testing.assert_close(
+        seen["k"], block.attn.W_k(block.norm1(removed)), atol=1e-4, rtol=1e-4
+    )  # summed in another order
+
+
+# --- composition ---------------------------------------------------------------------------
+
+
+def test_composition_score_of_hand_made_matrices():
+    writer = torch.diag(torch.tensor([2.0, 0.0, 0.0]))  # writes into dimension 0 only
+    assert composition_score(torch.tensor([[3.0, 0.0, 0.0]]), writer) == pytest.approx(1.0)
+    assert composition_score(torch.tensor([[0.0, 5.0, 1.0]]), writer) == pytest.approx(0.0)
+    assert composition_score(torch.tensor([[1.0, 1.0, 0.0]]), writer) == pytest.approx(1 / 2**0.5)
+
+
+@torch.no_grad()
+def test_composition_scores_fold_the_norms_and_ignore_rope():
+    model = small_model(n_kv_heads=1)
+    D, Dh = 16, 8
+    scores = composition_scores(model, "k")
+    assert scores.shape == (2, 2)
+    b0, b1 = model.blocks
+    for h0 in range(2):
+        ov = b0.attn.W_o.weight[:, h0 * Dh : (h0 + 1) * Dh] @ b0.attn.W_v.weight[:Dh] @ torch.diag(b0.norm1.weight)
+        for h1 in range(2):  # one key head shared by both query heads
+            reader = b1.attn.W_k.weight[:Dh] * b1.norm1.weight  # (Dh, D)
+            expected = composition_score(reader.detach(), ov.detach())
+            assert float(scores[h0, h1]) == pytest.approx(expected, rel=1e-5)
+            cos, sin = rope_cos_sin(torch.tensor([7]), Dh)  # turned as at position 7: the same score
+            turned = apply_rope((reader @ ov).T[:, None, :], cos, sin)[:, 0, :].T  # RoPE on each column
+            assert float(torch.linalg.matrix_norm(turned)) == pytest.approx(
+                float(torch.linalg.matrix_norm(reader @ ov))
+            )
+    for kind in ("q", "v"):
+        assert composition_scores(model, kind).shape == (2, 2)
+    q = composition_scores(model, "q")
+    reader = b1.attn.W_q.weight[Dh:] * b1.norm1.weight
+    ov = b0.attn.W_o.weight[:, :Dh] @ b0.attn.W_v.weight[:Dh] @ torch.diag(b0.norm1.weight)
+    assert float(q[0, 1]) == pytest.approx(composition_score(reader.detach(), ov.detach()), rel=1e-5)
+    assert D == b0.attn.d_model
+
+
+def test_composition_baseline_is_reproducible_and_a_fraction():
+    a = composition_baseline(16, 8, draws=20, generator=torch.Generator().manual_seed(0))
+    b = composition_baseline(16, 8, draws=20, generator=torch.Generator().manual_seed(0))
+    assert a == b and 0 < a < 1
+    assert composition_baseline(16, 8, "v", draws=20, generator=torch.Generator().manual_seed(0)) < 1
+
+
+# --- notebook 13's recipe ---------------------------------------------------------------------
+
+TINY = InductionRecipe(
+    vocab_size=8,
+    min_period=2,
+    max_period=4,
+    length=12,
+    d_model=16,
+    n_heads=2,
+    steps=20,
+    batch_size=8,
+    record_every=10,
+    probe_size=8,
+)
+
+
+def test_periodic_batch_repeats_distinct_tokens_with_each_rows_period():
+    tokens, periods = periodic_batch(INDUCTION_RECIPE, 16, torch.Generator().manual_seed(0))
+    assert tokens.shape == (16, INDUCTION_RECIPE.length) and periods.shape == (16,)
+    for row, P in zip(tokens, periods.tolist()):
+        assert INDUCTION_RECIPE.min_period <= P <= INDUCTION_RECIPE.max_period
+        assert torch.equal(row[P:], row[:-P]) and len(set(row[:P].tolist())) == P
+
+
+def test_copy_loss_counts_the_predictions_a_copy_can_make():
+    losses = torch.tensor([[9.0, 1.0, 1.0, 1.0], [9.0, 9.0, 2.0, 2.0]])  # predictions of tokens 1 … 4
+    assert copy_loss(losses, torch.tensor([2, 3])) == pytest.approx((3 * 1.0 + 2 * 2.0) / 5)
+
+
+def test_the_histories_onset_and_halfway_step_by_hand():
+    history = InductionHistory(
+        steps=[0, 25, 50, 75],
+        copy_loss=[3.0, 2.9, 1.0, 0.2],  # halfway: 1.6, first passed at step 50
+        induction=[torch.tensor([[0.0, 0.0], [x, 0.1]]) for x in (0.05, 0.3, 0.6, 0.9)],
+    )
+    assert history.loss_halfway() == 50 and history.onset() == 50 and history.onset(0.7) == 75
+    assert history.onset(layer=0) is None
+
+
+def test_training_records_the_history_and_is_reproducible():
+    model, history = train_induction_model(seed=3, recipe=TINY, progress=False)
+    assert not model.training and model.blocks[0].feed_forward is None
+    assert history.steps == [0, 10, 20] and len(history.loss) == 20 and len(history.copy_loss) == 3
+    assert history.previous_token[0].shape == (2, 2) and history.induction[-1].shape == (2, 2)
+    assert history.onset(threshold=0.0) == 0 and history.onset(threshold=1.0) is None
+    again, _ = train_induction_model(seed=3, recipe=replace(TINY), progress=False)
+    for a, b in zip(model.parameters(), again.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
