@@ -255,6 +255,71 @@ class _ProgressBar:
             self.handle.update({**bundle, "text/plain": str(self.bar)}, raw=True)
 
 
+class LiveCurve:
+    """Curves redrawn while a model trains: in a notebook one figure, updated in place at every
+    :meth:`update` and kept at its last drawing by :meth:`finish`; anywhere else (or disabled) nothing.
+
+    The figure goes out as a PNG alone, without a text version: a saved notebook keeps the last
+    drawing, and a regression check that compares text finds nothing in it that timing could change.
+
+    Args:
+        enabled: draw at all.
+        labels: the curves' keys and their legends, in drawing order.
+        ylabel: the vertical axis's label.
+        steps: the last step, the horizontal axis's end.
+    """
+
+    def __init__(self, enabled: bool, labels: dict[str, str], ylabel: str, steps: int):
+        self.labels, self.ylabel, self.steps = labels, ylabel, steps
+        self.points: dict[str, tuple[list[int], list[float]]] = {key: ([], []) for key in labels}
+        self.handle = None
+        if enabled:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            self.enabled = shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+        else:
+            self.enabled = False
+
+    def update(self, step: int, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            self.points[key][0].append(step)
+            self.points[key][1].append(value)
+        if self.enabled:
+            self._draw()
+
+    def _draw(self) -> None:
+        import io
+
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+
+        fig, ax = plt.subplots(figsize=(8, 3.6))
+        for key, label in self.labels.items():
+            x, y = self.points[key]
+            if y:
+                ax.plot(x, y, marker="o", markersize=3, label=f"{label}: {decimal(y[-1], 2)}")
+        ax.set_xlim(0, self.steps)
+        ax.set_xlabel(say("paso", "step"))
+        ax.set_ylabel(self.ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right")
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=80)
+        plt.close(fig)
+        bundle = {"image/png": buffer.getvalue()}
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
+
+    def finish(self) -> None:
+        """Nothing more to draw: the figure stays as it was last drawn."""
+        self.handle = None
+
+
 @torch.no_grad()
 def validation_loss(model: Transformer, batch: Batch) -> float:
     """Plain (unsmoothed) cross-entropy of a batch, in eval mode."""
