@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -20,8 +21,17 @@ from minitransformer.train import LiveCurve
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dataclasses.replace(
-    lm.PROSE_RECIPE, vocab_size=300, d_model=32, n_heads=2, d_ff=64, context=16, batch_size=4, steps=6, warmup=2,
-    eval_every=3, eval_windows=4,
+    lm.PROSE_RECIPE,
+    vocab_size=300,
+    d_model=32,
+    n_heads=2,
+    d_ff=64,
+    context=16,
+    batch_size=4,
+    steps=6,
+    warmup=2,
+    eval_every=3,
+    eval_windows=4,
 )
 
 
@@ -84,7 +94,9 @@ def test_a_run_goes_to_a_file_and_back(tmp_path):
 
 def test_the_stored_runs_are_the_recipes_and_the_curve_is_the_long_one():
     # A change to a recipe (or the corpus, the tokenizer, the model) must come with new runs: tools/prose_runs.py.
-    assert "reference_runs/*.pt" in (ROOT / "pyproject.toml").read_text()
+    assert {"reference_runs/*.pt", "reference_runs/*.json"} <= set(  # package data: they go in the wheel
+        re.findall(r'"(reference_runs/[^"]+)"', (ROOT / "pyproject.toml").read_text())
+    )
     for which, recipe in (("recipe", lm.PROSE_RECIPE), ("long", lm.LONG_RECIPE)):
         run = lm.reference_prose_run(which, "cpu")
         assert run.meta["seed"] == 0 and run.meta["recipe"] == dataclasses.asdict(recipe), which
@@ -96,7 +108,9 @@ def test_the_stored_runs_are_the_recipes_and_the_curve_is_the_long_one():
     stored = lm.reference_prose_run("long", "cpu")
     data = lm.prose_data(lm.LONG_RECIPE)
     for lang in lm.LANGS:  # the stored model gives the curve's last point
-        assert lm.held_out_bits_per_byte(stored.model, data, lang) == pytest.approx(curve["held_bpb"][lang][-1], abs=1e-3)
+        assert lm.held_out_bits_per_byte(stored.model, data, lang) == pytest.approx(
+            curve["held_bpb"][lang][-1], abs=1e-3
+        )
     with pytest.raises(CourseError):
         lm.reference_prose_run("longest")
 
@@ -140,9 +154,10 @@ def test_the_longer_run_script_writes_a_curve_that_loads(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["prose_runs.py"])
     script.main(["--out", str(tmp_path), "--steps", "4", "--eval-every", "2"])
     curve = json.loads((tmp_path / lm.CURVE_FILE).read_text())
-    assert curve["steps"] == [0, 2, 4] and curve["command"] == "python tools/prose_runs.py --out " + str(
-        tmp_path
-    ) + " --steps 4 --eval-every 2"
+    assert (
+        curve["steps"] == [0, 2, 4]
+        and curve["command"] == "python tools/prose_runs.py --out " + str(tmp_path) + " --steps 4 --eval-every 2"
+    )
     assert set(curve["baselines"]) == {"gzip", "bz2", "xz", "ngram", "ngram_order"}
     assert all(len(curve["held_bpb"][lang]) == 3 for lang in lm.LANGS)
     run = lm.load_prose_run(tmp_path / lm.REFERENCE_FILES["long"])

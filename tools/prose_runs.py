@@ -3,6 +3,9 @@
     python tools/prose_runs.py                 # both runs, into src/minitransformer/reference_runs/
     python tools/prose_runs.py --out DIR --steps 40 --eval-every 20
                                                # a short longer run into DIR (what the test runs)
+    python tools/prose_runs.py --long-only --threads 1
+                                               # only the longer run, on one thread (a busy machine: two
+                                               # threads that wait for each other are slower than one)
 
 It trains under the stored outputs' numerics profile (``minitransformer.course.numerics.PROFILE``; the script
 restarts itself under it, since those settings act from a process's start), with seed 0:
@@ -122,8 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "src" / "minitransformer" / "reference_runs")
     parser.add_argument("--steps", type=int, default=None, help="the longer run's steps (default: LONG_RECIPE's)")
     parser.add_argument("--eval-every", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: the profile's)")
+    parser.add_argument("--long-only", action="store_true", help="train only the longer run")
     args = parser.parse_args(argv)
-    torch.set_num_threads(int(PROFILE[THREADS_ENV]))
+    torch.set_num_threads(args.threads or int(PROFILE[THREADS_ENV]))
     recipe = LONG_RECIPE
     if args.steps is not None:
         recipe = dataclasses.replace(recipe, steps=args.steps, warmup=min(recipe.warmup, args.steps // 2))
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         recipe = dataclasses.replace(recipe, eval_every=args.eval_every)
     args.out.mkdir(parents=True, exist_ok=True)
     command = shlex.join(["python", "tools/prose_runs.py", *(argv if argv is not None else sys.argv[1:])])
-    if args.steps is None:  # the full rebuild: also the recipe's own run
+    if args.steps is None and not args.long_only:  # the full rebuild: also the recipe's own run
         run = train_prose_model(seed=0, recipe=PROSE_RECIPE, device="cpu", progress=True)
         print("wrote", save_prose_run(args.out / REFERENCE_FILES["recipe"], run))
     print("wrote", long_run(args.out, recipe, command))

@@ -294,7 +294,6 @@ class LiveCurve:
         import matplotlib.pyplot as plt
         from IPython.display import display
 
-
         fig, ax = plt.subplots(figsize=(8, 3.6))
         for key, label in self.labels.items():
             x, y = self.points[key]

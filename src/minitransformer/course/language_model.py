@@ -99,7 +99,7 @@ class ProseRecipe:
 
 PROSE_RECIPE = ProseRecipe()
 # The longer run: the same recipe with its schedule stretched over more steps (tools/prose_runs.py).
-LONG_RECIPE = dataclasses.replace(PROSE_RECIPE, steps=5000, warmup=100, eval_every=250)
+LONG_RECIPE = dataclasses.replace(PROSE_RECIPE, steps=4000, warmup=100, eval_every=250)
 
 
 def training_text(lang: str | None = None) -> str:
@@ -180,8 +180,9 @@ def held_out_bits_per_byte(model: ModernTransformer, data: ProseData, lang: str)
     """The model's bits per byte on ``lang``'s whole held-out text: a sliding window of the model's context moved by
     half of it, every token predicted once, the first one after :data:`SEPARATOR`."""
     T = model.config.max_len
-    return model_bits_per_byte(model, data.held_ids[lang], data.held_bytes(lang), context=T, stride=T // 2,
-                               start=data.start)
+    return model_bits_per_byte(
+        model, data.held_ids[lang], data.held_bytes(lang), context=T, stride=T // 2, start=data.start
+    )
 
 
 @dataclass

@@ -44,7 +44,9 @@ def plot_bits_per_byte(
         ax.set_yticks(np.arange(len(order)), order)
         ax.set_xlim(0, top * 1.15)
         ax.set_xlabel(tr(lang, "bits por byte (menos es mejor)", "bits per byte (fewer is better)"))
-        ax.set_title(tr(lang, f"texto reservado, {_lang_name(lang, which)}", f"held-out text, {_lang_name(lang, which)}"))
+        ax.set_title(
+            tr(lang, f"texto reservado, {_lang_name(lang, which)}", f"held-out text, {_lang_name(lang, which)}")
+        )
     fig.tight_layout()
     return localise(fig, lang)
 
@@ -74,7 +76,9 @@ def plot_compute_curve(
         if marker is not None:
             ax.axvline(marker, color="tab:orange", alpha=0.3, linewidth=6)
         ax.set_xlabel(tr(lang, "paso de entrenamiento", "training step"))
-        ax.set_title(tr(lang, f"texto reservado, {_lang_name(lang, which)}", f"held-out text, {_lang_name(lang, which)}"))
+        ax.set_title(
+            tr(lang, f"texto reservado, {_lang_name(lang, which)}", f"held-out text, {_lang_name(lang, which)}")
+        )
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(tr(lang, "bits por byte", "bits per byte"))
     axes[0][-1].legend(loc="upper right", fontsize=10)
