@@ -1,0 +1,484 @@
+"""The checkers of notebook 13 accept the worked solutions (also pasted into a fresh interpreter) and other right
+answers, and reject, without crashing, the wrong answers students write, naming the mistake in both languages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from feedback_asserts import assert_correct, assert_hint, bank
+
+from minitransformer import circuits
+from minitransformer.exercises import Feedback, show_solution
+from minitransformer.exercises._core import close
+from minitransformer.exercises.circuits import (
+    _ABL_CASES,
+    _IND_CASES,
+    _PTOK_CASES,
+    HINTS,
+    _abl_mistakes,
+    _ind_mistakes,
+    _ind_pattern,
+    _ind_variant,
+    _ptok_mistakes,
+    _ptok_pattern,
+    _reference,
+    _tiny_model,
+    _tokens,
+    check_ablate_head,
+    check_induction_score,
+    check_previous_token_score,
+)
+from minitransformer.exercises.registry import exercises
+from minitransformer.exercises.solutions.nb13 import (
+    solution_my_ablate_head,
+    solution_my_induction_score,
+    solution_my_previous_token_score,
+)
+
+LANGS = ["es", "en"]
+CHECKS = [check_previous_token_score, check_induction_score, check_ablate_head]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_solutions_are_accepted(lang):
+    assert_correct(check_previous_token_score(solution_my_previous_token_score, lang=lang), lang)
+    assert_correct(check_induction_score(solution_my_induction_score, lang=lang), lang)
+    assert_correct(check_ablate_head(solution_my_ablate_head, lang=lang), lang)
+
+
+def test_the_exercises_are_registered_in_notebook_order():
+    names = [n for n in exercises() if n.startswith("13.")]
+    assert names == ["13.previous_token_score", "13.induction_score", "13.ablate_head"]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_shown_solutions_pass_in_a_fresh_interpreter(lang):
+    """The code show_solution shows for each exercise, run by a new Python process with only the checkers
+    imported (one process for the three, each in a namespace of its own), passes its checker."""
+    lines = ["import minitransformer.exercises.circuits as checks", "results = []"]
+    for name, (check, solution) in exercises().items():
+        if name.startswith("13."):
+            code = show_solution(name, lang=lang).code
+            stub_name = solution.__name__.removeprefix("solution_")
+            lines += [
+                "cell = {}",
+                f"exec(compile({code!r}, '<cell>', 'exec', dont_inherit=True), cell)",
+                f"results.append(str(checks.{check.__name__}(cell[{stub_name!r}], lang={lang!r})))",
+            ]
+    lines.append("print('\\n'.join(results))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout.splitlines()
+    assert len(said) == 3 and all(
+        line.startswith("✅ ¡Correcto!" if lang == "es" else "✅ Correct!") for line in said
+    ), said
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check", CHECKS)
+def test_stubs_are_not_yet(lang, check):
+    fb = check(stub, lang=lang)
+    assert not fb and fb.hint == "not_written"
+    assert "show_solution(" in fb.message
+
+
+JUNK = [None, "text", {"a": 1}, [], (), 3, 2.5, float("nan"), True, [None], [1.5], torch.tensor([1.0, 2.0])]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check", CHECKS)
+def test_junk_never_crashes(lang, check):
+    for junk in JUNK:
+        fb = check(lambda *args, junk=junk: junk, lang=lang)
+        assert isinstance(fb, Feedback) and not fb.ok, junk
+        assert fb.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:")
+        assert "el comprobador no pudo" not in fb.message and "checker could not" not in fb.message, fb.message
+
+    def raises(*args):
+        raise KeyError(241)
+
+    fb = check(raises, lang=lang)
+    assert not fb and fb.hint == "crashed" and "KeyError" in fb.message
+
+
+def _each_mistake_is_named(rights, banks):
+    """Every mistake of a bank gives another answer than the right one in some case, and no mistake listed
+    before it gives its answers in every case (so diagnose, under EVERY_CASE, names it)."""
+    keys = [k for k, _ in banks[0]]
+    for j, key in enumerate(keys):
+        gives = [b[j][1] for b in banks]
+        assert any(g is not None and not close(g, r) for g, r in zip(gives, rights)), f"{key} never shows"
+        for k in range(j):
+            if keys[k] == key:
+                continue
+            earlier = [b[k][1] for b in banks]
+            assert not all(g is None or (e is not None and close(g, e)) for g, e in zip(gives, earlier)), (
+                f"{key} is taken for {keys[k]}"
+            )
+
+
+# --- 13.previous_token_score -----------------------------------------------------------------------
+
+
+def test_the_patterns_are_causal_attention_and_every_previous_token_mistake_is_told_apart():
+    patterns = [_ptok_pattern(H, T, seed) for H, T, seed in _PTOK_CASES]
+    for p in patterns:
+        T = p.size(-1)
+        assert torch.allclose(p.sum(-1), torch.ones(p.shape[:-1]), atol=1e-6)
+        assert (p.triu(1) == 0).all()
+        assert p.size(0) not in (T, T - 1)  # a score per position is never taken for one per head
+    rights = [circuits.previous_token_score(p[None]).double() for p in patterns]
+    _each_mistake_is_named(rights, [_ptok_mistakes(p) for p in patterns])
+
+
+def ptok_with_a_loop(pattern):
+    H, T, _ = pattern.shape
+    return [sum(float(pattern[h, t, t - 1]) for t in range(1, T)) / (T - 1) for h in range(H)]
+
+
+def ptok_indexing(pattern):
+    t = torch.arange(1, pattern.size(-1))
+    return pattern[:, t, t - 1].mean(dim=1, keepdim=True)  # (H, 1)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_previous_token_score_accepts_other_right_answers(lang):
+    assert_correct(check_previous_token_score(ptok_with_a_loop, lang=lang), lang)
+    assert_correct(check_previous_token_score(ptok_indexing, lang=lang), lang)
+    assert_correct(check_previous_token_score(lambda p: tuple(p.diagonal(-1, 1, 2).double().mean(1)), lang=lang), lang)
+
+
+def _below(p):
+    return p.diagonal(offset=-1, dim1=-2, dim2=-1)
+
+
+PTOK_MISTAKES = {
+    "divides by T": (lambda p: _below(p).sum(-1) / p.size(-1), "ptok_over_T"),
+    "index t - 1 from t = 0": (
+        lambda p: p[:, torch.arange(p.size(-1)), torch.arange(p.size(-1)) - 1].mean(-1),
+        "ptok_over_T",
+    ),
+    "main diagonal": (lambda p: p.diagonal(dim1=-2, dim2=-1).mean(-1), "ptok_self"),
+    "main diagonal from t = 1": (lambda p: p.diagonal(dim1=-2, dim2=-1)[:, 1:].mean(-1), "ptok_self"),
+    "diagonal above": (lambda p: p.diagonal(offset=1, dim1=-2, dim2=-1).mean(-1), "ptok_next"),
+    "transposed": (lambda p: _below(p.transpose(-1, -2)).mean(-1), "ptok_next"),
+    "sum": (lambda p: _below(p).sum(-1), "ptok_sum"),
+    "max": (lambda p: _below(p).max(-1).values, "ptok_max"),
+    "the whole block": (lambda p: p[:, 1:, :-1].mean(dim=(-2, -1)), "ptok_block"),
+    "mean over the heads too": (lambda p: _below(p).mean(), "one_number"),
+    "mean over the heads, a list": (lambda p: [float(_below(p).mean())], "one_number"),
+    "not averaged": (lambda p: _below(p), "per_position"),
+    "mean over the heads' axis": (lambda p: _below(p).mean(0), "scores_shape"),
+    "diagonal without its axes": (lambda p: p.diagonal(-1).mean(-1), "scores_shape"),
+    "a list of strings": (lambda p: ["0.5"] * p.size(0), "scores_type"),
+    "something else": (lambda p: torch.full((p.size(0),), 0.3), "ptok_other"),
+    "NaN": (lambda p: torch.full((p.size(0),), float("nan")), "nan"),
+    "the package's": (lambda p: circuits.previous_token_score(p[None]), "forbidden"),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check,answer,hint", bank(check_previous_token_score, PTOK_MISTAKES))
+def test_previous_token_score_rejects_wrong_answers(check, answer, hint, lang):
+    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
+
+
+def test_previous_token_score_works_again_after_a_check():
+    check_previous_token_score(PTOK_MISTAKES["the package's"][0], lang="en")
+    p = _ptok_pattern(3, 7, 1)
+    assert torch.allclose(circuits.previous_token_score(p[None]), p.diagonal(-1, 1, 2).mean(1))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_other_hint_shows_the_answer_with_decimal_commas(lang):
+    fb = check_previous_token_score(PTOK_MISTAKES["something else"][0], lang=lang)
+    assert ("[0,3; 0,3; 0,3]" if lang == "es" else "[0.3, 0.3, 0.3]") in fb.message
+
+
+# --- 13.induction_score ----------------------------------------------------------------------------
+
+
+def test_the_induction_cases_have_lengths_that_are_not_multiples_of_the_period_and_several_copies():
+    assert all(T % P for _, T, P, _ in _IND_CASES)
+    assert any(T > 3 * P for _, T, P, _ in _IND_CASES) and any(T < 2 * P for _, T, P, _ in _IND_CASES)
+    assert all(T - P != H for H, T, P, _ in _IND_CASES)
+
+
+def test_the_induction_loop_is_the_package_and_every_mistake_is_told_apart():
+    cases = [(_ind_pattern(H, T, P, seed), P) for H, T, P, seed in _IND_CASES]
+    rights = [circuits.induction_score(p[None], P).double() for p, P in cases]
+    for (p, P), right in zip(cases, rights):
+        assert torch.allclose(p.sum(-1), torch.ones(p.shape[:-1]), atol=1e-6) and (p.triu(1) == 0).all()
+        assert torch.allclose(_ind_variant(p, P), right, atol=1e-6)
+    _each_mistake_is_named(rights, [_ind_mistakes(p, P) for p, P in cases])
+
+
+def ind_with_masks(pattern, period):
+    T = pattern.size(-1)
+    t = torch.arange(T)[:, None]
+    s = torch.arange(T)[None, :]
+    back = t - s + 1
+    after = (back >= period) & (back % period == 0) & (s >= 1)  # (T, T)
+    per_t = (pattern * after).sum(-1)  # (H, T)
+    return per_t[:, period:].mean(-1)
+
+
+def ind_as_floats(pattern, period):
+    H, T, _ = pattern.shape
+    out = []
+    for h in range(H):
+        total = 0.0
+        for t in range(period, T):
+            s = t - period + 1
+            while s >= 1:
+                total += float(pattern[h, t, s])
+                s -= period
+        out.append(total / (T - period))
+    return out
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_induction_score_accepts_other_right_answers(lang):
+    assert_correct(check_induction_score(ind_with_masks, lang=lang), lang)
+    assert_correct(check_induction_score(ind_as_floats, lang=lang), lang)
+
+
+def _loop(*, shift=1, last=False, start=0, lowest=1, mean_copies=False, divide="count", transpose=False):
+    """An induction score written as a student would, with one thing changed."""
+
+    def score(pattern, period):
+        p = pattern.transpose(-1, -2) if transpose else pattern
+        H, T, _ = p.shape
+        total = torch.zeros(H)
+        for t in range(period - start, T):
+            keys = []
+            s = t - period + shift
+            while s >= lowest:
+                keys.append(s)
+                s -= period
+            keys = keys[:1] if last else keys
+            if keys:
+                got = p[:, t, keys].sum(-1)
+                total += got / len(keys) if mean_copies else got
+        n = {"count": T - period + start, "T": T, "none": 1}[divide]
+        return total / n
+
+    return score
+
+
+IND_MISTAKES = {
+    "last copy only": (_loop(last=True), "ind_last_copy"),
+    "the copy itself": (_loop(shift=0, lowest=0), "ind_duplicate"),
+    "the nearest copy itself": (_loop(shift=0, lowest=0, last=True), "ind_duplicate"),
+    "the copy itself, not 0": (_loop(shift=0), "ind_duplicate"),
+    "t - P - 1": (_loop(shift=-1, lowest=0), "ind_before_copy"),
+    "t - P - 1, nearest": (_loop(shift=-1, lowest=0, last=True), "ind_before_copy"),
+    "position 0 counted": (_loop(lowest=0), "ind_position_zero"),
+    "mean over the copies": (_loop(mean_copies=True), "ind_mean_copies"),
+    "mean over every position": (_loop(divide="T"), "ind_all_positions"),
+    "from t = P - 1": (_loop(start=1), "ind_start"),
+    "sum over the positions": (_loop(divide="none"), "ind_sum"),
+    "transposed": (_loop(transpose=True), "ind_transposed"),
+    "mean over the heads": (lambda p, P: float(ind_with_masks(p, P).mean()), "one_number"),
+    "per position": (lambda p, P: (p * 0.5).sum(-1), "per_position"),
+    "something else": (lambda p, P: [0.25] * p.size(0), "ind_other"),
+    "the package's": (lambda p, P: circuits.induction_score(p[None], P), "forbidden"),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check,answer,hint", bank(check_induction_score, IND_MISTAKES))
+def test_induction_score_rejects_wrong_answers(check, answer, hint, lang):
+    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
+
+
+# --- 13.ablate_head --------------------------------------------------------------------------------
+
+
+def test_every_ablation_mistake_is_told_apart_in_some_case():
+    """Each mistake gives other logits than the right ones in some case, and wherever it does, other logits than
+    every mistake of another key listed before it (by more than 1e-3)."""
+    model, tokens, shown = _tiny_model(), _tokens(), set()
+    for layer, head in _ABL_CASES:
+        right = _reference(model, tokens, layer, head)
+        gives = _abl_mistakes(model, tokens, layer, head)
+        for j, (key, g) in enumerate(gives):
+            if g is None or close(g, right):  # head:head + Dh is head 0's slice
+                continue
+            shown.add(key)
+            assert all(k == key or e is None or not close(g, e, atol=1e-3) for k, e in gives[:j]), (layer, head, key)
+    assert shown == {k for k, _ in gives}
+    assert not any(m.training for m in model.modules())
+
+
+def ablate_by_weights(model, tokens, layer, head):
+    """Another right answer: the head's columns of W_o set to zero, then restored."""
+    W = model.blocks[layer].attn.W_o.weight
+    Dh = model.blocks[layer].attn.d_head
+    saved = W.detach().clone()
+    with torch.no_grad():
+        W[:, head * Dh : (head + 1) * Dh] = 0
+        try:
+            return model(tokens)
+        finally:
+            W.copy_(saved)
+
+
+def ablate_the_values(model, tokens, layer, head):
+    """Also right: the head's rows of W_v set to zero (its output is then zero), then restored."""
+    attn = model.blocks[layer].attn
+    rows = slice(head * attn.d_head, (head + 1) * attn.d_head)
+    saved = attn.W_v.weight.data[rows].clone()
+    attn.W_v.weight.data[rows] = 0
+    logits = model(tokens).detach()
+    attn.W_v.weight.data[rows] = saved
+    return logits
+
+
+def ablate_with_a_view(model, tokens, layer, head):
+    """Also right: a pre-hook that reshapes to (B, T, H, Dh), zeroes one head in place and returns nothing."""
+    attn = model.blocks[layer].attn
+
+    def hook(module, args):
+        args[0].view(*args[0].shape[:-1], attn.n_heads, attn.d_head)[..., head, :] = 0
+
+    handle = attn.W_o.register_forward_pre_hook(hook)
+    out = model(tokens)
+    handle.remove()
+    return out
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ablate_head_accepts_other_right_answers(lang):
+    assert_correct(check_ablate_head(ablate_by_weights, lang=lang), lang)
+    assert_correct(check_ablate_head(ablate_the_values, lang=lang), lang)
+    assert_correct(check_ablate_head(ablate_with_a_view, lang=lang), lang)
+
+
+def _zeroing(where, *, restore=True, every_layer=False, after=lambda logits: logits):
+    """An ablation by weights, as a student would write it: ``where(attn, head, Dh)`` names the weight and the
+    slice set to zero."""
+
+    def ablate(model, tokens, layer, head):
+        layers = range(len(model.blocks)) if every_layer else [layer]
+        saved = []
+        with torch.no_grad():
+            for i in layers:
+                attn = model.blocks[i].attn
+                for weight, index in where(attn, head, attn.d_head):
+                    saved.append((weight, index, weight[index].clone()))
+                    weight[index] = 0
+            logits = model(tokens)
+            if restore:
+                for weight, index, old in saved:
+                    weight[index] = old
+        return after(logits)
+
+    return ablate
+
+
+def _columns(attn, head, Dh):
+    return [(attn.W_o.weight, (slice(None), slice(head * Dh, (head + 1) * Dh)))]
+
+
+def hook_left(model, tokens, layer, head):
+    attn = model.blocks[layer].attn
+
+    def hook(module, args):
+        z = args[0].clone()
+        z[..., head * attn.d_head : (head + 1) * attn.d_head] = 0
+        return (z,)
+
+    attn.W_o.register_forward_pre_hook(hook)
+    return model(tokens)
+
+
+def hook_returning_nothing(model, tokens, layer, head):
+    attn = model.blocks[layer].attn
+
+    def hook(module, args):
+        z = args[0].clone()
+        z[..., head * attn.d_head : (head + 1) * attn.d_head] = 0  # changes a copy, which is thrown away
+
+    handle = attn.W_o.register_forward_pre_hook(hook)
+    try:
+        return model(tokens)
+    finally:
+        handle.remove()
+
+
+def left_in_train_mode(model, tokens, layer, head):
+    model.train()
+    return solution_my_ablate_head(model, tokens, layer, head)
+
+
+ABL_MISTAKES = {
+    "rows of W_o": (
+        _zeroing(lambda a, h, Dh: [(a.W_o.weight, (slice(h * Dh, (h + 1) * Dh), slice(None)))]),
+        "abl_rows",
+    ),
+    "head:head + Dh": (_zeroing(lambda a, h, Dh: [(a.W_o.weight, (slice(None), slice(h, h + Dh)))]), "abl_slice"),
+    "one column further": (
+        _zeroing(lambda a, h, Dh: [(a.W_o.weight, (slice(None), slice(h * Dh + 1, (h + 1) * Dh + 1)))]),
+        "abl_slice",
+    ),
+    "every layer": (_zeroing(_columns, every_layer=True), "abl_every_layer"),
+    "every head": (_zeroing(lambda a, h, Dh: [(a.W_o.weight, (slice(None), slice(None)))]), "abl_all_heads"),
+    "queries and keys": (
+        _zeroing(
+            lambda a, h, Dh: [(a.W_q.weight, slice(h * Dh, (h + 1) * Dh)), (a.W_k.weight, slice(h * Dh, (h + 1) * Dh))]
+        ),
+        "abl_query_key",
+    ),
+    "probabilities": (_zeroing(_columns, after=lambda logits: logits.softmax(-1)), "abl_probs"),
+    "log-probabilities": (_zeroing(_columns, after=lambda logits: logits.log_softmax(-1)), "abl_probs"),
+    "not restored": (_zeroing(_columns, restore=False), "abl_not_restored"),
+    "hook left": (hook_left, "abl_hook_left"),
+    "hook returning nothing": (hook_returning_nothing, "abl_no_effect"),
+    "train mode left": (left_in_train_mode, "abl_mode"),
+    "something else": (lambda model, tokens, layer, head: model(tokens) + 0.1, "abl_other"),
+    "the last position only": (
+        lambda model, tokens, layer, head: solution_my_ablate_head(model, tokens, layer, head)[:, -1],
+        "shape",
+    ),
+    "NaN": (lambda model, tokens, layer, head: torch.full((2, 12, 16), float("nan")), "nan"),
+    "the package's": (
+        lambda model, tokens, layer, head: circuits.ablate_heads(model, {(layer, head): "zero"}).__enter__()(tokens),
+        "forbidden",
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check,answer,hint", bank(check_ablate_head, ABL_MISTAKES))
+def test_ablate_head_rejects_wrong_answers(check, answer, hint, lang):
+    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
+
+
+def test_ablate_heads_works_again_after_a_check():
+    check_ablate_head(ABL_MISTAKES["the package's"][0], lang="en")
+    model, tokens = _tiny_model(), _tokens()
+    with circuits.ablate_heads(model, {(0, 0): "zero"}):
+        ablated = model(tokens)
+    assert not torch.allclose(ablated, model(tokens))
+
+
+def test_the_check_leaves_the_notebooks_random_state_alone():
+    torch.manual_seed(0)
+    before = torch.rand(3)
+    torch.manual_seed(0)
+    check_ablate_head(solution_my_ablate_head, lang="en")
+    assert torch.equal(torch.rand(3), before)
