@@ -1,0 +1,164 @@
+"""Figures of the circuits heads form: the phase change of training (the copy loss falling as the heads'
+scores rise), the loss against the position in the context, and the attention patterns of the heads found."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..i18n import tr
+from .attention import heatmap
+from .style import localise, to_numpy
+
+__all__ = ["plot_phase_change", "plot_loss_by_position", "plot_head_patterns"]
+
+
+def plot_phase_change(
+    steps: Sequence[int],
+    copy_loss: Sequence[float],
+    induction: Sequence,
+    previous_token: Sequence,
+    lang: str = "es",
+    onset: int | None = None,
+    halfway: int | None = None,
+) -> Figure:
+    """The copy loss against training steps (top) and every head's induction score (solid) and previous-token
+    score (dashed) on the same steps (bottom); ``onset`` and ``halfway`` are marked on both panels.
+
+    Args:
+        steps: the recorded steps (R,).
+        copy_loss: the loss on the repeated part at each record (R,).
+        induction, previous_token: one (L, H) tensor per record: each head's score.
+        onset: the step a head's induction score first passed the threshold.
+        halfway: the step the copy loss first fell below halfway.
+    """
+    steps = np.asarray(steps)
+    ind = np.stack([to_numpy(s) for s in induction])  # (R, L, H)
+    prev = np.stack([to_numpy(s) for s in previous_token])  # (R, L, H)
+    _, L, H = ind.shape
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.4), sharex=True, height_ratios=(1, 1.25))
+    top.plot(steps, copy_loss, marker="o", markersize=3, color="black")
+    top.set_ylabel(tr(lang, "pérdida de copia (nats)", "copy loss (nats)"))
+    top.set_title(tr(lang, "El cambio de fase", "The phase change"))
+    colours = plt.get_cmap("tab10")
+    for layer in range(L):
+        for head in range(H):
+            colour = colours(layer * H + head)
+            bottom.plot(
+                steps,
+                ind[:, layer, head],
+                color=colour,
+                linewidth=2,
+                label=tr(lang, f"inducción {layer}.{head}", f"induction {layer}.{head}"),
+            )
+            bottom.plot(
+                steps,
+                prev[:, layer, head],
+                color=colour,
+                linewidth=1.3,
+                linestyle="--",
+                label=tr(lang, f"token anterior {layer}.{head}", f"previous token {layer}.{head}"),
+            )
+    bottom.set_ylim(-0.02, 1.02)
+    bottom.set_ylabel(tr(lang, "puntuación de la cabeza", "head score"))
+    bottom.set_xlabel(tr(lang, "paso de entrenamiento", "training step"))
+    marks = [
+        (onset, ":", tr(lang, "inducción > 0,5", "induction > 0.5")),
+        (halfway, "-.", tr(lang, "pérdida a medio camino", "loss halfway")),
+    ]
+    for step, style, label in marks:
+        if step is None:
+            continue
+        for ax in (top, bottom):
+            ax.axvline(step, color="tab:red", linestyle=style, linewidth=1.5, label=label if ax is top else None)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    localise(fig, lang)
+    # the legends after localise: a head's name "1.0" is not a number to rewrite
+    if onset is not None or halfway is not None:
+        top.legend(loc="upper right", fontsize=10)
+    bottom.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_loss_by_position(
+    curves: Mapping[str, Sequence[float]],
+    lang: str = "es",
+    early: int | None = None,
+    late: int | None = None,
+    level: float | None = None,
+) -> Figure:
+    """The loss of predicting the next token against the position in the context, one line per curve;
+    ``early`` and ``late`` (the in-context score's two positions) are marked, ``level`` (the loss of a uniform
+    guess, ln V) drawn across.
+
+    Args:
+        curves: name -> the mean loss at each position t (predicting token t + 1).
+    """
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for name, values in curves.items():
+        ax.plot(np.arange(len(values)), to_numpy(values), marker="o", markersize=2.5, label=name)
+    if level is not None:
+        ax.axhline(
+            level,
+            color="0.4",
+            linestyle="--",
+            linewidth=1.2,
+            label=tr(lang, "adivinar al azar (ln V)", "uniform guess (ln V)"),
+        )
+    marks = ((early, tr(lang, "temprana", "early"), 4, "left"), (late, tr(lang, "tardía", "late"), -4, "right"))
+    for position, name, dx, side in marks:
+        if position is not None:
+            ax.axvline(position, color="tab:red", linestyle=":", linewidth=1.5)
+            ax.annotate(
+                name,
+                (position, 0.5),
+                xycoords=("data", "axes fraction"),
+                xytext=(dx, 0),
+                textcoords="offset points",
+                color="tab:red",
+                fontsize=10,
+                ha=side,
+            )
+    ax.set_xlabel(tr(lang, "posición t en el contexto", "position t in the context"))
+    ax.set_ylabel(tr(lang, "pérdida al predecir el token t + 1 (nats)", "loss predicting token t + 1 (nats)"))
+    ax.set_title(tr(lang, "Aprender del contexto", "Learning from the context"))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper center", fontsize=10)
+    fig.tight_layout()
+    return localise(fig, lang)
+
+
+def plot_head_patterns(
+    patterns: Sequence,
+    titles: Sequence[str],
+    lang: str = "es",
+    period: int | None = None,
+) -> Figure:
+    """Each head's attention pattern on one sequence (rows: the query position, columns: the key position), side
+    by side; with ``period`` a dashed line marks where a repeated segment starts again.
+
+    Args:
+        patterns: one (T, T) matrix per head.
+        titles: one title per head, drawn as given (a head's name "1.0" keeps its point).
+    """
+    fig, axes = plt.subplots(1, len(patterns), figsize=(5.2 * len(patterns), 4.9), squeeze=False)
+    for ax, pattern in zip(axes[0], patterns):
+        im = heatmap(pattern, ax, cmap="Blues", vmin=0, vmax=1, annotate=False)
+        T = to_numpy(pattern).shape[-1]
+        if period is not None:
+            for k in range(period, T, period):
+                ax.axhline(k - 0.5, color="tab:orange", linestyle="--", linewidth=1)
+                ax.axvline(k - 0.5, color="tab:orange", linestyle="--", linewidth=1)
+        ax.set_xlabel(tr(lang, "posición de la clave", "key position"))
+        ax.set_ylabel(tr(lang, "posición de la consulta", "query position"))
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85, label=tr(lang, "peso de atención", "attention weight"))
+    localise(fig, lang)
+    for ax, title in zip(axes[0], titles):  # after localise: a head's name "1.0" is not a number to rewrite
+        ax.set_title(title)
+    return fig
