@@ -104,7 +104,14 @@ def test_the_stored_runs_are_the_recipes_and_the_curve_is_the_long_one():
         assert run.eval_step[-1] == recipe.steps
     curve = lm.reference_curve()
     assert curve["recipe"] == dataclasses.asdict(lm.LONG_RECIPE) and curve["steps"][-1] == lm.LONG_RECIPE.steps
-    assert curve["command"].startswith("python tools/prose_runs.py") and curve["machine"]
+    assert curve["command"].startswith("python tools/prose_runs.py") and set(curve["machine"]) == {
+        "cpu",
+        "cores",
+        "threads",
+        "python",
+        "torch",
+        "system",
+    }
     stored = lm.reference_prose_run("long", "cpu")
     data = lm.prose_data(lm.LONG_RECIPE)
     for lang in lm.LANGS:  # the stored model gives the curve's last point

@@ -38,6 +38,6 @@ def test_compute_curve_draws_the_curve_a_level_per_baseline_and_the_marker(lang)
     levels = sorted(line.get_ydata()[0] for line in en.lines[1:3])
     assert levels == [2.10, 2.68]
     assert en.lines[3].get_xdata()[0] == 250  # the recipe's steps
-    legend = [t.get_text() for t in en.get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == [("modelo" if lang == "es" else "model"), "gzip", "bz2"]
     assert es.get_ylabel() == ("bits por byte" if lang == "es" else "bits per byte")

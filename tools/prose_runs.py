@@ -56,8 +56,8 @@ from minitransformer.runtime import THREADS_ENV
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def machine() -> str:
-    """The CPU's model name, the threads, and the versions that set the numbers."""
+def machine() -> dict:
+    """The CPU's model name, its cores, the threads, and the versions that set the numbers."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -66,10 +66,14 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} threads; Python {platform.python_version()}, "
-        f"torch {torch.__version__}, {platform.system()}"
-    )
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "system": platform.system(),
+    }
 
 
 def baselines() -> dict:

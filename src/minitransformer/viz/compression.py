@@ -67,12 +67,19 @@ def plot_compute_curve(
         levels: baseline -> {language: bits per byte}.
     """
     langs = list(curves)
-    fig, axes = plt.subplots(1, len(langs), figsize=(6.2 * len(langs), 4.2), squeeze=False, sharey=True)
-    styles = ["--", ":", "-.", (0, (5, 1)), (0, (1, 3))]
+    fig, axes = plt.subplots(1, len(langs), figsize=(6.2 * len(langs), 4.6), squeeze=False, sharey=True)
+    styles = ["--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 3))]
+    colours = ["tab:gray", "tab:green", "tab:purple", "tab:red", "tab:brown"]
     for ax, which in zip(axes[0], langs):
         ax.plot(steps, curves[which], marker="o", markersize=3, color="tab:orange", label=tr(lang, "modelo", "model"))
         for k, (name, level) in enumerate(levels.items()):
-            ax.axhline(level[which], color="0.35", linestyle=styles[k % len(styles)], linewidth=1.2, label=name)
+            ax.axhline(
+                level[which],
+                color=colours[k % len(colours)],
+                linestyle=styles[k % len(styles)],
+                linewidth=1.4,
+                label=name,
+            )
         if marker is not None:
             ax.axvline(marker, color="tab:orange", alpha=0.3, linewidth=6)
         ax.set_xlabel(tr(lang, "paso de entrenamiento", "training step"))
@@ -81,6 +88,7 @@ def plot_compute_curve(
         )
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(tr(lang, "bits por byte", "bits per byte"))
-    axes[0][-1].legend(loc="upper right", fontsize=10)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=10, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return localise(fig, lang)
