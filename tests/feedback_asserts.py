@@ -59,3 +59,50 @@ def bank(check: Callable[..., Feedback], mistakes: dict[str, tuple[Callable[...,
 def assert_bank(check: Callable[..., Feedback], fn: Callable[..., Any], hint: Any, lang: str) -> None:
     """The wrong answer ``fn`` is rejected with the hint ``hint`` (its key)."""
     assert_rejected(check(fn, lang=lang), lang, hint)
+
+
+def assert_junk_never_crashes(check: Callable[..., Feedback], lang: str, junk: list) -> None:
+    """Whatever a student's function returns (each of ``junk``) or raises, the checker answers "not yet" in
+    ``lang`` and never says that it could not check; an exception is named."""
+    for value in junk:
+        fb = check(lambda *args, value=value: value, lang=lang)
+        assert isinstance(fb, Feedback) and not fb.ok, value
+        assert fb.message.startswith(NOT_YET[lang])
+        assert "el comprobador no pudo" not in fb.message and "checker could not" not in fb.message, fb.message
+
+    def raises(*args):
+        raise KeyError(241)
+
+    fb = check(raises, lang=lang)
+    assert not fb and fb.hint == "crashed" and "KeyError" in fb.message
+
+
+def shown_solutions_in_a_fresh_interpreter(checks: str, notebook: str, lang: str) -> list[str]:
+    """What the checkers of module ``checks`` say of the code ``show_solution`` shows for each exercise of
+    ``notebook`` ("12"), run by a new Python process with only the checkers imported, each solution in a namespace
+    of its own: one line per exercise."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from minitransformer.exercises import show_solution
+    from minitransformer.exercises.registry import exercises
+
+    lines = [f"import {checks} as checks", "results = []"]
+    for name, (check, solution) in exercises().items():
+        if name.startswith(f"{notebook}."):
+            code = show_solution(name, lang=lang).code
+            stub_name = solution.__name__.removeprefix("solution_")
+            lines += [
+                "cell = {}",
+                f"exec(compile({code!r}, '<cell>', 'exec', dont_inherit=True), cell)",
+                f"results.append(str(checks.{check.__name__}(cell[{stub_name!r}], lang={lang!r})))",
+            ]
+    lines.append("print('\\n'.join(results))")
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.splitlines()

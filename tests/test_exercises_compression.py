@@ -6,18 +6,20 @@ from __future__ import annotations
 import bz2
 import gzip
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from feedback_asserts import assert_correct, assert_hint, bank
+from feedback_asserts import (
+    assert_correct,
+    assert_hint,
+    assert_junk_never_crashes,
+    bank,
+    shown_solutions_in_a_fresh_interpreter,
+)
 
 from minitransformer import generation
-from minitransformer.exercises import Feedback, show_solution
 from minitransformer.exercises.compression import (
     _BPB_CASES,
     _COND_CASES,
@@ -62,25 +64,7 @@ def test_the_exercises_are_registered_in_notebook_order():
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_the_shown_solutions_pass_in_a_fresh_interpreter(lang):
-    """The code show_solution shows for each exercise, run by a new Python process with only the checkers
-    imported (one process for the three, each in a namespace of its own), passes its checker."""
-    lines = ["import minitransformer.exercises.compression as checks", "results = []"]
-    for name, (check, solution) in exercises().items():
-        if name.startswith("12."):
-            code = show_solution(name, lang=lang).code
-            stub_name = solution.__name__.removeprefix("solution_")
-            lines += [
-                "cell = {}",
-                f"exec(compile({code!r}, '<cell>', 'exec', dont_inherit=True), cell)",
-                f"results.append(str(checks.{check.__name__}(cell[{stub_name!r}], lang={lang!r})))",
-            ]
-    lines.append("print('\\n'.join(results))")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    said = done.stdout.splitlines()
+    said = shown_solutions_in_a_fresh_interpreter("minitransformer.exercises.compression", "12", lang)
     assert len(said) == 3 and all(
         line.startswith("✅ ¡Correcto!" if lang == "es" else "✅ Correct!") for line in said
     ), said
@@ -100,17 +84,7 @@ JUNK = [None, "text", {"a": 1}, [], (), 3, 2.5, float("nan"), True, [None], [1.5
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("check", CHECKS)
 def test_junk_never_crashes(lang, check):
-    for junk in JUNK:
-        fb = check(lambda *args, junk=junk: junk, lang=lang)
-        assert isinstance(fb, Feedback) and not fb.ok, junk
-        assert fb.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:")
-        assert "el comprobador no pudo" not in fb.message and "checker could not" not in fb.message, fb.message
-
-    def raises(*args):
-        raise KeyError(241)
-
-    fb = check(raises, lang=lang)
-    assert not fb and fb.hint == "crashed" and "KeyError" in fb.message
+    assert_junk_never_crashes(check, lang, JUNK)
 
 
 # --- 12.bits_per_byte ------------------------------------------------------------------------------
