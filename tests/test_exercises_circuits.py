@@ -3,8 +3,6 @@ answers, and reject, without crashing, the wrong answers students write, naming 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from feedback_asserts import (
@@ -44,7 +42,6 @@ from minitransformer.exercises.solutions.nb13 import (
 
 LANGS = ["es", "en"]
 CHECKS = [check_previous_token_score, check_induction_score, check_ablate_head]
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def stub(*args):

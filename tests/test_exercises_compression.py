@@ -6,7 +6,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,7 +42,6 @@ from minitransformer.sampling import next_token_probs, sample_next_token, top_p_
 
 LANGS = ["es", "en"]
 CHECKS = [check_bits_per_byte, check_conditional_bits, check_sample]
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def stub(*args):
