@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import torch
 
 from minitransformer.exercises import Feedback
 from minitransformer.exercises._core import CORE_HINTS
@@ -61,48 +62,88 @@ def assert_bank(check: Callable[..., Feedback], fn: Callable[..., Any], hint: An
     assert_rejected(check(fn, lang=lang), lang, hint)
 
 
-def assert_junk_never_crashes(check: Callable[..., Feedback], lang: str, junk: list) -> None:
-    """Whatever a student's function returns (each of ``junk``) or raises, the checker answers "not yet" in
-    ``lang`` and never says that it could not check; an exception is named."""
-    for value in junk:
-        fb = check(lambda *args, value=value: value, lang=lang)
-        assert isinstance(fb, Feedback) and not fb.ok, value
-        assert fb.message.startswith(NOT_YET[lang])
-        assert "el comprobador no pudo" not in fb.message and "checker could not" not in fb.message, fb.message
-
-    def raises(*args):
-        raise KeyError(241)
-
-    fb = check(raises, lang=lang)
-    assert not fb and fb.hint == "crashed" and "KeyError" in fb.message
+def _raises(*args):
+    raise ValueError("boom")
 
 
-def shown_solutions_in_a_fresh_interpreter(checks: str, notebook: str, lang: str) -> list[str]:
-    """What the checkers of module ``checks`` say of the code ``show_solution`` shows for each exercise of
-    ``notebook`` ("12"), run by a new Python process with only the checkers imported, each solution in a namespace
-    of its own: one line per exercise."""
-    import subprocess
-    import sys
-    from pathlib import Path
+def _recurses(*args):
+    return _recurses(*args)
 
-    from minitransformer.exercises import show_solution
-    from minitransformer.exercises.registry import exercises
 
-    lines = [f"import {checks} as checks", "results = []"]
-    for name, (check, solution) in exercises().items():
-        if name.startswith(f"{notebook}."):
-            code = show_solution(name, lang=lang).code
-            stub_name = solution.__name__.removeprefix("solution_")
-            lines += [
-                "cell = {}",
-                f"exec(compile({code!r}, '<cell>', 'exec', dont_inherit=True), cell)",
-                f"results.append(str(checks.{check.__name__}(cell[{stub_name!r}], lang={lang!r})))",
-            ]
-    lines.append("print('\\n'.join(results))")
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout.splitlines()
+def _like(x, value):
+    return torch.full_like(x, value, dtype=torch.float32) if isinstance(x, torch.Tensor) else value
+
+
+# What a half-written answer returns, gathered from the tests of every notebook's checkers: plain values, containers of the wrong
+# things, tensors of every wrong dtype and shape, and answers built from the first argument.
+JUNK = {
+    "None": lambda *a: None,
+    "string": lambda *a: "abc",
+    "empty dict": lambda *a: {},
+    "dict of strings": lambda *a: {"a": 1},
+    "dict of ints": lambda *a: {1: 2},
+    "dict of triples": lambda *a: {(1, 2, 3): 1},
+    "empty list": lambda *a: [],
+    "empty tuple": lambda *a: (),
+    "int": lambda *a: 3,
+    "float": lambda *a: 3.5,
+    "nan": lambda *a: float("nan"),
+    "bool": lambda *a: True,
+    "list of None": lambda *a: [None],
+    "list of a float": lambda *a: [1.5],
+    "list of a bool": lambda *a: [True],
+    "list of floats": lambda *a: [1.0, 2.0],
+    "empty tensor": lambda *a: torch.empty(0),
+    "scalar tensor": lambda *a: torch.tensor(1.0),
+    "scalar nan tensor": lambda *a: torch.tensor(float("nan")),
+    "vector": lambda *a: torch.tensor([1.0, 2.0]),
+    "int vector": lambda *a: torch.tensor([1, 2]),
+    "nan matrix": lambda *a: torch.full((3, 3), float("nan")),
+    "nan 3-d tensor": lambda *a: torch.full((2, 3, 5), float("nan")),
+    "int tensor": lambda *a: torch.ones(3, 5, dtype=torch.long),
+    "bool tensor": lambda *a: torch.ones(2, 3, dtype=torch.bool),
+    "bfloat16 tensor": lambda *a: torch.zeros(3, 11, dtype=torch.bfloat16),
+    "complex tensor": lambda *a: torch.ones(3, 5, dtype=torch.complex64),
+    "triple of complex 4-d tensors": lambda *a: (torch.zeros(2, 3, 1, 4, dtype=torch.complex64),) * 3,
+    "random tensor": lambda *a: torch.randn(4, 4),
+    "list of tensors": lambda *a: [torch.zeros(2), torch.zeros(3)],
+    "tuple of a tensor": lambda *a: (torch.zeros(1),),
+    "triple of tensors": lambda *a: (torch.zeros(1),) * 3,
+    "pair of None": lambda *a: (None, None),
+    "triple of None": lambda *a: (None, None, None),
+    "triple of strings": lambda *a: ("a", "b", "c"),
+    "pair of floats": lambda *a: (0.5, 1.5),
+    "function": lambda *a: _raises,
+    "generator": lambda *a: (x for x in range(3)),
+    "first argument back": lambda *a: a[0],
+    "first argument as int": lambda *a: a[0].int(),
+    "NaN shaped like the input": lambda *a: _like(a[0], float("nan")),
+    "zeros shaped like the input": lambda *a: _like(a[0], 0.0),
+    "pair of NaN tensors": lambda *a: (_like(a[0], float("nan")), _like(a[0], float("nan"))),
+    "takes no argument": lambda: 0,
+}
+# What a student's function raises: the checker names it (hint "crashed").
+RAISED = [ValueError("boom"), KeyError(241), IndexError("bad index"), ZeroDivisionError(), RuntimeError("boom")]
+SAFETY_NET = {"es": "el comprobador no pudo interpretar", "en": "the checker could not make sense"}
+
+
+def assert_junk_never_crashes(check: Callable[..., Feedback], lang: str) -> None:
+    """Whatever a student's function returns (each of ``JUNK``) or raises (each of ``RAISED``), the checker answers
+    "not yet" in ``lang``, never says that it could not check, and names the exception."""
+    for what, answer in JUNK.items():
+        fb = check(answer, lang=lang)
+        assert isinstance(fb, Feedback), what
+        assert not fb.ok, f"accepted junk ({what}): {fb.message}"
+        assert fb.message.startswith(NOT_YET[lang]), (what, fb.message)
+        assert SAFETY_NET[lang] not in fb.message, f"did not foresee {what}: {fb.message}"
+    for exc in RAISED:
+
+        def raises(*args, exc=exc):
+            raise exc
+
+        fb = check(raises, lang=lang)
+        assert not fb and fb.hint == "crashed" and type(exc).__name__ in fb.message, fb.message
+    fb = check(_recurses, lang=lang)
+    assert not fb and "RecursionError" in fb.message, fb.message  # named as a function that calls itself
+    fb = check("not a function", lang=lang)
+    assert not fb.ok and fb.message.startswith(NOT_YET[lang])

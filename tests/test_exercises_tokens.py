@@ -9,18 +9,12 @@ import pytest
 import torch
 from feedback_asserts import assert_correct, assert_rejected
 
-from minitransformer.exercises import Feedback
 from minitransformer.exercises.registry import exercises
 from minitransformer.exercises.solutions.nb11 import solution_my_decode_stream, solution_my_encode, solution_my_merge
 from minitransformer.exercises.tokens import check_count_pairs, check_decode_stream, check_encode, check_merge
 from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
 
 LANGS = ["es", "en"]
-CHECKS = [check_decode_stream, check_count_pairs, check_merge, check_encode]
-
-
-def stub(*args):
-    raise NotImplementedError
 
 
 def solution_my_count_pairs(words):
@@ -30,14 +24,6 @@ def solution_my_count_pairs(words):
         for pair in zip(ids, ids[1:]):
             counts[pair] = counts.get(pair, 0) + 1
     return counts
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_solutions_are_accepted(lang):
-    assert_correct(check_decode_stream(solution_my_decode_stream, lang=lang), lang)
-    assert_correct(check_count_pairs(solution_my_count_pairs, lang=lang), lang)
-    assert_correct(check_merge(solution_my_merge, lang=lang), lang)
-    assert_correct(check_encode(solution_my_encode, lang=lang), lang)
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -72,13 +58,6 @@ def test_other_right_answers_are_accepted(lang):
     assert_correct(check_count_pairs(with_zeros, lang=lang), lang)
     assert_correct(check_merge(merge_as_tuple, lang=lang), lang)
     assert_correct(check_encode(encode_by_rank, lang=lang), lang)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check", CHECKS)
-def test_stubs_are_not_yet(lang, check):
-    fb = check(stub, lang=lang)
-    assert not fb and fb.hint == "not_written"
 
 
 # --- decode stream: right answers, and realistic wrong ones -----------------------------------------
@@ -763,27 +742,6 @@ def test_encoding_merge_after_merge_is_encoding_by_rank():
     longest = sorted(set(pretokenize(prose("es", "test") + prose("en", "test"))), key=lambda p: (-len(p), p))[:200]
     for piece in longest:  # the pieces where most merges apply
         assert solution_my_encode(piece, merges) == tok.encode(piece), piece
-
-
-# --- junk never crashes -------------------------------------------------------------------------
-
-JUNK = [None, "text", {"a": 1}, {1: 2}, {(1, 2, 3): 1}, [], (), 3, 2.5, [None], [1.5], [True], torch.tensor([1, 2])]
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check", CHECKS)
-def test_junk_never_crashes(lang, check):
-    for junk in JUNK:
-        fb = check(lambda *args, junk=junk: junk, lang=lang)
-        assert isinstance(fb, Feedback) and not fb.ok, junk
-        assert fb.message.startswith("❌ Todavía no:" if lang == "es" else "❌ Not yet:")
-        assert "el comprobador no pudo" not in fb.message and "checker could not" not in fb.message, fb.message
-
-    def raises(*args):
-        raise KeyError(241)
-
-    fb = check(raises, lang=lang)
-    assert not fb and "KeyError" in fb.message
 
 
 # --- issue 37: wrong answers the checkers used to accept ----------------------------------------
