@@ -182,3 +182,19 @@ def test_every_training_function_is_where_the_cache_looks_for_it():
             function = getattr(importlib.import_module(module), name)
             home = function.__module__
             assert home in twin_training.TRAINING and name in twin_training.TRAINING[home], (module, name, home)
+
+
+def test_every_training_function_a_notebook_imports_is_shared():
+    """Each ``train_…`` function a notebook imports from ``minitransformer.course`` is in the table: one left out
+    would not fail, it would train in both languages."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    imported = set()
+    for source in (root / "notebooks" / "source").glob("*.md"):
+        text = source.read_text(encoding="utf-8")
+        for module, names in re.findall(r"from (minitransformer\.course\.\w+) import (\([^)]*\)|[^\n]+)", text):
+            imported |= {(module, name) for name in re.findall(r"\b(train_\w+)", names)}
+    assert ("minitransformer.course.counting", "train_counting_gpt") in imported  # the search finds them
+    for module, name in sorted(imported):
+        assert name in twin_training.TRAINING.get(module, ()), (module, name)

@@ -1,7 +1,7 @@
 """The Spanish and English copy of a notebook train the same model: the second one takes what the first trained.
 
 The test run executes every notebook twice, once per language, with the same code (``test_parity``) under the same
-numerics profile, so the two copies of 07, 09, 10 and 13 train the same models bit for bit. The test run starts every
+numerics profile, so the two copies of 07, 09, 10, 12 and 13 train the same models bit for bit. The test run starts every
 notebook kernel with this file as an IPython startup script (``conftest.py`` sets ``IPYTHONDIR``). It wraps the
 package's training functions that notebooks call, when a notebook imports them. A call is keyed by everything its
 result depends on: the function, its arguments, the random generators' states before it, the numerics profile, the
@@ -39,6 +39,7 @@ TRAINING = {
     "minitransformer.course.counting": ("train_counting_gpt",),
     "minitransformer.course.ablation": ("run_ablation",),
     "minitransformer.course.induction": ("train_induction_model",),
+    "minitransformer.course.language_model": ("train_prose_model",),
 }
 OLD_NAMES = {
     "minitransformer.translator": ("train_number_translator",),
