@@ -18,10 +18,12 @@ from minitransformer.circuits import (
     head_outputs_mean,
     in_context_score,
     induction_score,
+    next_token_losses,
     per_position_loss,
     previous_token_score,
     run_with_removed,
     steepest_step,
+    uniform_pattern,
 )
 from minitransformer.course.induction import (
     INDUCTION_RECIPE,
@@ -121,6 +123,25 @@ def test_scores_of_a_models_patterns_are_fractions_of_attention():
     torch.testing.assert_close(
         losses.mean(), torch.nn.functional.cross_entropy(model(tokens)[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
     )
+    model.eval()
+    torch.testing.assert_close(next_token_losses(model(tokens), tokens), losses, rtol=0, atol=0)
+    torch.testing.assert_close(
+        next_token_losses(torch.zeros(1, 4, 5), torch.zeros(1, 4).long()), torch.full((1, 3), 5.0).log()
+    )
+
+
+def test_the_uniform_pattern_spreads_each_row_over_the_positions_up_to_it():
+    pattern = uniform_pattern(6)
+    assert pattern.shape == (1, 1, 6, 6)
+    torch.testing.assert_close(pattern[0, 0], causal_uniform(6), rtol=0, atol=0)
+    T = 40  # the two scores' baselines: the mean of 1 / (t + 1) over t ≥ 1; on period P, the copies' share
+    assert previous_token_score(uniform_pattern(T)).item() == pytest.approx(
+        sum(1 / (t + 1) for t in range(1, T)) / (T - 1)
+    )
+    assert induction_score(uniform_pattern(T), 20).item() == pytest.approx(sum(1 / (t + 1) for t in range(20, T)) / 20)
+    for bad in (0, -1, 2.0, True, "6"):
+        with pytest.raises(CourseError):
+            uniform_pattern(bad)
 
 
 @pytest.mark.parametrize(

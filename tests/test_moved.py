@@ -28,7 +28,7 @@ SAVED_IMPORTS = {
     "ablation": "FULL_SETUP LIVE_SETUP MEASURED MEASURED_SEEDS VARIANTS counting_task format_table run_ablation sign_test verdicts",
     "analysis": "accuracy_by_digits attention_specificity attention_to mistake_kind mistake_kinds_text mistakes_table stack_maps top_heads",
     "attention": "MultiHeadAttention causal_mask combine_masks padding_mask scaled_dot_product_attention",
-    "circuits": "ablate_heads attention_patterns composition_baseline composition_scores head_outputs_mean in_context_score induction_score per_position_loss previous_token_score run_with_removed steepest_step",
+    "circuits": "ablate_heads attention_patterns composition_baseline composition_scores head_outputs_mean in_context_score induction_score next_token_losses per_position_loss previous_token_score run_with_removed steepest_step uniform_pattern",
     "compression": "COMPRESSORS ByteNGram choose_order compressed_bits_per_byte model_bits_per_byte unigram_bits_per_byte",
     "course.induction": "INDUCTION_RECIPE copy_loss periodic_batch train_induction_model",
     "course.language_model": "LANGS LONG_RECIPE PROSE_RECIPE SEPARATOR prose_data reference_curve reference_prose_run train_prose_model training_text",

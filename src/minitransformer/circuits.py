@@ -8,7 +8,8 @@ was; the induction head in layer 1 then looks, from the current token A, for a p
 and copies the token found there, B. This module measures each piece on a
 :class:`~minitransformer.modern.ModernTransformer`:
 
-* what each head attends to (:func:`attention_patterns`) and two scores read from it:
+* what each head attends to (:func:`attention_patterns`), the baseline that attends to nothing in
+  particular (:func:`uniform_pattern`), and two scores read from a pattern:
   :func:`previous_token_score` (weight on position t − 1) and :func:`induction_score` (on a
   sequence repeating with period P, weight on t − P + 1, the token after the previous
   occurrence of the current one);
@@ -40,8 +41,10 @@ from .runtime import eval_mode
 
 __all__ = [
     "attention_patterns",
+    "uniform_pattern",
     "previous_token_score",
     "induction_score",
+    "next_token_losses",
     "per_position_loss",
     "in_context_score",
     "steepest_step",
@@ -68,6 +71,17 @@ def attention_patterns(model: nn.Module, tokens: Tensor) -> list[Tensor]:
     with eval_mode(model):
         _, maps = model(tokens, return_attention=True)
     return [m.float() for m in maps]
+
+
+def uniform_pattern(T: int, device: torch.device | str | None = None) -> Tensor:
+    """A uniform causal head, the baseline of both scores: row t spreads its weight evenly over positions 0 … t.
+
+    Shapes: -> (1, 1, T, T), a pattern of one row and one head.
+    """
+    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+        raise error(f"T debe ser un entero ≥ 1, no {T!r}", f"T must be an integer ≥ 1, got {T!r}")
+    causal = torch.tril(torch.ones(T, T, device=device))  # (T, T)
+    return (causal / causal.sum(-1, keepdim=True))[None, None]
 
 
 def _check_pattern(pattern: Tensor) -> None:
@@ -136,6 +150,14 @@ def induction_score(pattern: Tensor, period: int | Tensor) -> Tensor:
 # --- losses per position ---------------------------------------------------------------
 
 
+def next_token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
+    """The cross-entropy of each position's logits against the token that follows it (in float32).
+
+    Shapes: logits (B, T, V), tokens (B, T) -> (B, T − 1).
+    """
+    return F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), tokens[:, 1:], reduction="none")  # (B, T-1)
+
+
 @torch.no_grad()
 def per_position_loss(model: nn.Module, tokens: Tensor) -> Tensor:
     """The cross-entropy of predicting token t + 1 from tokens 0 … t, per position t, in eval mode.
@@ -144,7 +166,7 @@ def per_position_loss(model: nn.Module, tokens: Tensor) -> Tensor:
     """
     with eval_mode(model):
         logits = model(tokens)  # (B, T, V)
-    return F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), tokens[:, 1:], reduction="none")  # (B, T-1)
+    return next_token_losses(logits, tokens)
 
 
 def in_context_score(losses: Tensor, early: int, late: int) -> float:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ..compression import model_bits_per_byte
+from ..compression import bits_per_byte, model_bits_per_byte
 from ..i18n import error, say
 from ..modern import ModernConfig, ModernTransformer
 from ..runtime import eval_mode
@@ -167,7 +166,7 @@ def window_bits_per_byte(model: ModernTransformer, windows: torch.Tensor, tokeni
         logp = model(windows).float().log_softmax(-1)  # (B, T, V)
     nats = -logp[:, :-1].gather(-1, windows[:, 1:, None]).sum().item()
     n_bytes = sum(len(tokenizer.vocab[i]) for i in windows[:, 1:].flatten().tolist())
-    return nats / math.log(2) / n_bytes
+    return bits_per_byte(nats, n_bytes)
 
 
 def compressor_context(lang: str) -> bytes:
