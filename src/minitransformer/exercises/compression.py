@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .. import compression
 from ..generation import generate
 from ..modern import ModernConfig, ModernTransformer
 from ..sampling import next_token_probs, top_p_filter
@@ -326,7 +327,7 @@ _BPB_CASES = [
 
 
 def _bpb(nats: float, tokens: int, text: str) -> float:
-    return nats * tokens / math.log(2) / len(text.encode("utf-8"))
+    return compression.bits_per_byte(nats * tokens, len(text.encode("utf-8")))
 
 
 def _bpb_mistakes(nats: float, tokens: int, text: str) -> list[tuple[str, float | None]]:
