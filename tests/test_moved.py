@@ -59,7 +59,7 @@ SAVED_IMPORTS = {
     "positional": "LearnedPositionalEmbedding SinusoidalPositionalEncoding sinusoidal_encoding",
     "pretrained": "bert_weight_names default_model_path load_pretrained_encoder",
     "reference": "to_torch_decoder_layer to_torch_encoder_layer to_torch_mha to_torch_transformer torch_mask",
-    "runtime": "seed set_seed setup",
+    "runtime": "seed set_seed setup cpu_threads",
     "sampling": "next_token_probs sample_next_token top_k_filter top_p_filter",
     "tokenizer": "BYTE_CHAR BYTE_ID ByteBPE PATTERN TIES pretokenize prose token_stats train_bpe words",
     "train": "NoamSchedule TrainedModel label_smoothed_cross_entropy load_checkpoint noam_lr save_checkpoint train validation_loss",
