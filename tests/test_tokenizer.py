@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from minitransformer import i18n
@@ -187,6 +188,20 @@ def test_ties_go_to_the_smallest_pair_of_ids():
     assert merges_as_text(ours) == hf_merges(hf_tokenizer("ba,dc,cb", 259))
 
 
+@pytest.mark.parametrize(
+    "size", [np.int64(300), np.int32(300), np.uint16(300), np.array(300), torch.tensor(300)], ids=repr
+)
+def test_vocab_size_is_any_integer_as_tokenizers_takes_it(size):
+    """A vocabulary size is any integer (``operator.index``): numpy's and torch's too, as ``tokenizers`` takes them;
+    the same merges as with the int, and the same truncation."""
+    text = "el año que viene, el niño y el ñandú comen; el año que viene"
+    ours = train_bpe(text, size)
+    assert ours == train_bpe(text, 300) and ours.vocab_size > 280
+    assert merges_as_text(ours) == hf_merges(hf_tokenizer(text, size))  # tokenizers accepts the same size
+    assert ours.truncated(np.int64(280)) == ours.truncated(280)
+    assert train_bpe(text, size, special_tokens=["<eos>"]) == train_bpe(text, 300, special_tokens=["<eos>"])
+
+
 def test_a_smaller_vocabulary_is_the_first_merges(corpora):
     full = train_bpe(corpora["es"], 3000)
     for size in (256, 257, 600, 2999, 3000):
@@ -251,6 +266,18 @@ BAD = {
     "a vocabulary below 256": (lambda tok: train_bpe("abc", 255), "al menos 256", "at least 256"),
     "a vocabulary that is not an int": (lambda tok: train_bpe("abc", 300.0), "al menos 256", "at least 256"),
     "a vocabulary that is a bool": (lambda tok: train_bpe("abc", True), "al menos 256", "at least 256"),
+    "a vocabulary that is a numpy float": (
+        lambda tok: train_bpe("abc", np.float64(300.0)),
+        "al menos 256",
+        "at least 256",
+    ),
+    "a vocabulary that is a numpy bool": (lambda tok: train_bpe("abc", np.bool_(True)), "al menos 256", "at least 256"),
+    "a vocabulary that is a float tensor": (
+        lambda tok: train_bpe("abc", torch.tensor(300.0)),
+        "al menos 256",
+        "at least 256",
+    ),
+    "a vocabulary that is a list": (lambda tok: train_bpe("abc", [300]), "al menos 256", "at least 256"),
     "a larger truncation": (lambda tok: tok.truncated(tok.vocab_size + 1), "sin entrenar más", "without more training"),
     "an unknown id": (lambda tok: tok.decode([3, tok.vocab_size]), "no es un token", "is not a token"),
     "a negative id": (lambda tok: tok.decode([-1]), "no es un token", "is not a token"),

@@ -34,6 +34,7 @@ here still works: :data:`MOVED`).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import heapq
 import itertools
 import json
@@ -145,7 +146,11 @@ def merge(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
 
 def _check_size(vocab_size: Any, most: int | None = None, n_special: int = 0) -> int:
     least = 256 + n_special
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < least:
+    boolean = isinstance(vocab_size, bool) or str(getattr(vocab_size, "dtype", "")) in ("bool", "torch.bool")
+    if not boolean:
+        with contextlib.suppress(TypeError):  # any integer, numpy's and torch's too, as tokenizers takes them
+            vocab_size = operator.index(vocab_size)
+    if boolean or not isinstance(vocab_size, int) or vocab_size < least:
         es_why = "los 256 bytes son los primeros tokens" + (f", y hay {n_special} especiales" if n_special else "")
         en_why = "the 256 bytes are the first tokens" + (
             f", and there are {n_special} special ones" if n_special else ""
@@ -738,6 +743,8 @@ def train_bpe(text: str, vocab_size: int, *, special_tokens: Iterable[str] = (),
     (as ``tokenizers`` does).
 
     Args:
+        vocab_size: any integer (numpy's and torch's too, as ``tokenizers`` takes them), at least 256 plus
+            the special tokens.
         special_tokens: texts that get the last ids; the text is cut at them, so no merge crosses
             or enters them. They count in ``vocab_size``.
         tie: which of the pairs with the same count goes first: ``"tokenizers"`` the smallest ids
