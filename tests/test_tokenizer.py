@@ -37,6 +37,7 @@ from minitransformer.tokenizer import (
     pretokenize,
     token_stats,
     train_bpe,
+    viterbi_split,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,6 +332,18 @@ BAD = {
         "inside a UTF-8 character",
     ),
     "a stream decoder fed text": (lambda tok: tok.stream_decoder().feed("12"), "lista de enteros", "list of integers"),
+    "a text no piece covers": (
+        lambda tok: viterbi_split("abd", {"a": -1.0, "b": -1.0}),
+        "ningún trozo del vocabulario cubre",
+        "no piece of the vocabulary covers",
+    ),
+    "log_prob that is not a dictionary": (lambda tok: viterbi_split("a", [("a", -1.0)]), "diccionario", "dictionary"),
+    "a log probability that is a string": (
+        lambda tok: viterbi_split("a", {"a": "-1"}),
+        "textos a números",
+        "strings to numbers",
+    ),
+    "a log probability that is NaN": (lambda tok: viterbi_split("a", {"a": float("nan")}), "de −∞ a 0", "from −∞ to 0"),
 }
 
 
@@ -882,3 +895,40 @@ def test_gpt2_files_that_number_bytes_otherwise_keep_their_ids(tmp_path):
     assert ours.encode("hola") == [table["hola"]] and ours.encode("!") == [table["!"]]
     assert ByteBPE.load(ours.save(tmp_path / "bpe.json")) == ours
     assert ByteBPE.load_gpt2(*ours.save_gpt2(tmp_path / "e.json", tmp_path / "m.bpe")) == ours
+
+
+# --------------------------------------------------------------------------- Unigram's split
+
+
+def unigram(log_prob: dict[str, float]) -> Tokenizer:
+    """``tokenizers``' Unigram model over ``log_prob``, with nothing before it (no normaliser, no pre-tokeniser)."""
+    return Tokenizer(models.Unigram(list(log_prob.items()), unk_id=None, byte_fallback=False))
+
+
+def test_viterbi_split_is_tokenizers_unigram_on_random_vocabularies():
+    """The most probable split, as tokenizers' Unigram model finds it: random texts over a few characters (many
+    overlapping pieces) and random log probabilities (no two splits score the same)."""
+    rng = random.Random(3)
+    for _ in range(300):
+        alphabet = rng.choice(["ab", "abc", "a▁b", "añ▁ü", "xyz▁"])
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(3)]
+        pieces = set(alphabet) | {
+            t[i : i + rng.randint(2, 6)] for t in texts for i in range(len(t)) if rng.random() < 0.4
+        }
+        log_prob = {p: -rng.uniform(0.5, 12.0) for p in sorted(pieces)}
+        theirs = unigram(log_prob)
+        for text in texts:
+            ours = viterbi_split(text, log_prob)
+            assert ours == theirs.encode(text).tokens, (text, log_prob)
+            assert "".join(ours) == text
+
+
+def test_viterbi_split_on_the_hand_examples():
+    log_prob = {"a": -3.0, "b": -3.5, "c": -2.5, "ab": -4.0, "bc": -3.0, "abc": -9.5}
+    assert viterbi_split("abc", log_prob) == ["a", "bc"]  # −6.0, against −6.5 (ab c), −9.0 (a b c), −9.5 (abc)
+    assert viterbi_split("", log_prob) == []
+    assert viterbi_split("ab", {"a": -2.0, "b": -2.5, "ab": -10.0}) == ["a", "b"]  # not the fewest pieces
+    assert viterbi_split("ab", {"a": -2.0, "b": float("-inf"), "ab": -10.0}) == ["ab"]  # probability 0: no piece
+    long = "ab" * 400  # a product of probabilities would be 0.0 long before the end; the sum of logs is not
+    assert viterbi_split(long, {"a": -7.0, "b": -7.5, "ab": -13.0}) == ["ab"] * 400
+    assert viterbi_split("ab", {"a": np.float64(-1.0), "b": np.float32(-1.0), "ab": -3}) == ["a", "b"]
