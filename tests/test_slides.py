@@ -245,13 +245,19 @@ NOTEBOOKS_WITH_OPTIONS = [nb for nb in NOTEBOOKS["en"] if slides.optional_cells(
 
 def test_optional_sections_are_the_same_in_both_languages_and_close_their_section():
     """A section marked (opcional)/(optional) is the same cells in both languages, and the cell after it starts a new
-    section (a slide): → in a deck goes past the optional subsections, which close their section's column."""
+    section (a slide): → in a deck goes past the optional subsections, which close their section's column. In such
+    a notebook every section heading starts its cell, so that each section is a column of its own."""
     assert any(nb.name.startswith("11_") for nb in NOTEBOOKS_WITH_OPTIONS)
     for es, en in zip(NOTEBOOKS["es"], NOTEBOOKS["en"]):
         notebooks = {lang: nbformat.read(path, as_version=4) for lang, path in (("es", es), ("en", en))}
         optional = {lang: slides.optional_cells(nb) for lang, nb in notebooks.items()}
         assert optional["es"] == optional["en"], en.name
         cells = notebooks["en"].cells
+        if optional["en"]:
+            for cell in cells:
+                if cell.cell_type == "markdown":
+                    inside = re.findall(r"^## ", cell.source.strip(), re.M)[int(cell.source.startswith("## ")) :]
+                    assert not inside, f"{en.name}: a section starts in the middle of {cell.source[:40]!r}"
         for i in optional["en"]:
             if i + 1 < len(cells) and i + 1 not in optional["en"]:
                 kind = cells[i + 1].metadata.get("slideshow", {}).get("slide_type")
