@@ -942,7 +942,7 @@ def _viterbi_by(
     longest: int | None = None,
 ) -> Callable:
     """A dynamic programme over the positions that scores a piece with ``score(log_prob)``, combines scores with
-    ``combine`` and keeps a candidate when ``better(candidate, best)``: the right one, and its mistakes."""
+    ``combine`` and keeps a candidate when ``better(candidate, best)``: the loop several mistakes below share."""
 
     def run(text: str, log_prob: LogProb) -> Split | None:
         n = len(text)
@@ -1020,21 +1020,20 @@ def _right_split(text: str, log_prob: LogProb) -> Split:
     return viterbi_split(text, log_prob)
 
 
-_greater, _greater_or_equal, _smaller = operator.gt, operator.ge, operator.lt
 _VITERBI_MISTAKES: list[tuple[Callable[[str, LogProb], Split | None], str]] = [
     (_longest_first, "longest_first"),
     (_greedy_best, "greedy_best"),
-    (_viterbi_by(lambda lp: lp, _smaller, 0.0, math.inf), "minimises"),
-    (_viterbi_by(math.exp, _greater, 0.0, -math.inf), "adds_probs"),
-    (_viterbi_by(lambda lp: -1.0, _greater, 0.0, -math.inf), "fewest_pieces"),
+    (_viterbi_by(lambda lp: lp, operator.lt, 0.0, math.inf), "minimises"),
+    (_viterbi_by(math.exp, operator.gt, 0.0, -math.inf), "adds_probs"),
+    (_viterbi_by(lambda lp: -1.0, operator.gt, 0.0, -math.inf), "fewest_pieces"),
     (_backtracks_by_piece, "backtrack"),
     (lambda text, log_prob: _right_split(text, log_prob)[::-1], "split_reversed"),
     (_unknown_zero, "unknown_zero"),
     (lambda text, log_prob: [text] if text else [], "misses_end"),  # best[len(text)] never computed: back[n] is 0
-    *((_viterbi_by(lambda lp: lp, _greater, 0.0, -math.inf, longest=k), "short_pieces") for k in range(2, 10)),
+    *((_viterbi_by(lambda lp: lp, operator.gt, 0.0, -math.inf, longest=k), "short_pieces") for k in range(2, 10)),
     # probabilities multiplied: right until the product underflows to 0.0, then every split ties
-    (_viterbi_by(math.exp, _greater, 1.0, -1.0, operator.mul), "product_underflow"),
-    (_viterbi_by(math.exp, _greater_or_equal, 1.0, 0.0, operator.mul), "product_underflow"),
+    (_viterbi_by(math.exp, operator.gt, 1.0, -1.0, operator.mul), "product_underflow"),
+    (_viterbi_by(math.exp, operator.ge, 1.0, 0.0, operator.mul), "product_underflow"),
 ]
 
 # What the statement forbids: the package's split and the libraries that encode with Unigram.
