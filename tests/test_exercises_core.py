@@ -114,6 +114,50 @@ def test_an_error_inside_pytorch_points_at_the_students_line_not_pytorchs(lang):
     assert "torch/" not in fb.message
 
 
+@checker
+def _check_as_float(fn, lang="es"):
+    got = attempt(lang, fn, 3)
+    return correct(lang) if float(got) == 8.0 else not_yet(lang, "no", "no")  # float(2**5000) overflows here
+
+
+PYTHON_SAYS = {"es": "Python dice: «{}»", "en": 'Python says: "{}"'}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_an_error_inside_the_checker_quotes_pythons_words_as_pythons(lang):
+    """An answer the checker cannot read (an int too large for a float) gets the "could not make sense" reply, and
+    Python's English words are quoted as Python's, not set inside the sentence as if they were its own."""
+    fb = _check_as_float(lambda n: 2 ** int(5000 + n), lang=lang)
+    assert not fb.ok and fb.hint == "checker_confused", fb.message
+    assert "OverflowError; " + PYTHON_SAYS[lang].format("int too large to convert to float") in fb.message
+    assert "OverflowError: int too large" not in fb.message
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_str_bytes_hint_quotes_pythons_words_as_pythons(lang):
+    """12.conditional_compression names an answer that mixes text and bytes, with the TypeError Python raised: its
+    words quoted as Python's (they are English in the Spanish hint too)."""
+    from minitransformer.exercises.compression import check_conditional_bits
+
+    def decodes_held(compress, context, held):
+        return (len(compress(context + held.decode())) - len(compress(context))) * 8 / len(held)
+
+    fb = check_conditional_bits(decodes_held, lang=lang)
+    assert not fb.ok and fb.hint == "cond_str_bytes", fb.message
+    assert "TypeError; " + PYTHON_SAYS[lang].format("can't concat str to bytes") in fb.message
+    assert "TypeError: can't" not in fb.message
+
+
+def test_python_error_names_the_type_and_quotes_the_first_line():
+    from minitransformer.exercises._core import python_error
+
+    assert python_error("es", ValueError("boom\nmore")) == "ValueError; Python dice: «boom»"
+    assert python_error("en", KeyError()) == "KeyError"
+    assert python_error("en", "TypeError: can't concat str to bytes") == (
+        'TypeError; Python says: "can\'t concat str to bytes"'
+    )
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_unwritten_none_and_not_callable(lang):
     def stub(x):

@@ -10,11 +10,30 @@ import torch
 from feedback_asserts import assert_correct, assert_rejected
 
 from minitransformer.exercises.registry import exercises
-from minitransformer.exercises.solutions.nb11 import solution_my_decode_stream, solution_my_encode, solution_my_merge
-from minitransformer.exercises.tokens import check_count_pairs, check_decode_stream, check_encode, check_merge
+from minitransformer.exercises.solutions.nb11 import solution_my_decode_stream, solution_my_encode, solution_my_viterbi
+from minitransformer.exercises.tokens import (
+    check_count_pairs,
+    check_decode_stream,
+    check_encode,
+    check_merge,
+    check_viterbi,
+)
 from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
 
 LANGS = ["es", "en"]
+
+
+def solution_my_merge(ids, pair, new_id):
+    """The old exercise 2's answer (no longer an exercise: its checker stays for saved copies of the notebook)."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
 
 
 def solution_my_count_pairs(words):
@@ -423,6 +442,332 @@ def test_count_pairs_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang
     assert "11.count_pairs" not in exercises() and "11.decode_stream" in exercises()
     assert_correct(check_count_pairs(solution_my_count_pairs, lang=lang), lang)
     assert "show_solution" not in check_count_pairs(lambda words: {}, lang=lang).message
+
+
+def test_merge_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang="es"):
+    """The old exercise 2 (it retyped merge_by_hand of section 3): a saved copy's cell still imports and runs it."""
+    assert "11.merge" not in exercises() and "11.viterbi" in exercises()
+    assert_correct(check_merge(solution_my_merge, lang=lang), lang)
+    fb = check_merge(lambda ids, pair, new_id: list(ids), lang=lang)
+    assert not fb.ok and "show_solution" not in fb.message
+
+
+# --- viterbi: right answers written otherwise, and realistic wrong ones ------------------------------
+
+
+def viterbi_top_down(text, log_prob):
+    """Another right answer: the best split of each suffix, remembered (recursion with a cache)."""
+    import functools
+
+    longest = max(map(len, log_prob))
+
+    @functools.cache
+    def best(i):  # (score, pieces) of text[i:]
+        if i == len(text):
+            return 0.0, ()
+        found = (float("-inf"), ())
+        for j in range(i + 1, min(len(text), i + longest) + 1):
+            if text[i:j] in log_prob:
+                score, rest = best(j)
+                if log_prob[text[i:j]] + score > found[0]:
+                    found = (log_prob[text[i:j]] + score, (text[i:j], *rest))
+        return found
+
+    return list(best(0)[1])
+
+
+def viterbi_with_dicts(text, log_prob):
+    """Another right answer: dictionaries keyed by position, math.inf, a tuple returned."""
+    import math
+
+    best, came_from = {0: 0.0}, {}
+    for end in range(1, len(text) + 1):
+        best[end] = -math.inf
+        for start in range(end):
+            piece = text[start:end]
+            if piece in log_prob and best[start] + log_prob[piece] > best[end]:
+                best[end], came_from[end] = best[start] + log_prob[piece], start
+    out, end = [], len(text)
+    while end:
+        out.insert(0, text[came_from[end] : end])
+        end = came_from[end]
+    return tuple(out)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_viterbi_accepts_other_right_answers(lang):
+    for answer in (solution_my_viterbi, viterbi_top_down, viterbi_with_dicts):
+        assert_correct(check_viterbi(answer, lang=lang), lang)
+
+
+def _dp(text, log_prob, start=0.0, worst=float("-inf"), piece_score=None, keep=None, combine=None):
+    """The loop most answers share, written once for the wrong ones below (each states what it changes)."""
+    piece_score = piece_score or (lambda piece: log_prob[piece])
+    keep = keep or (lambda candidate, best: candidate > best)
+    combine = combine or (lambda a, b: a + b)
+    n = len(text)
+    best, back = [start] + [worst] * n, [None] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            if text[j:i] in log_prob and (j == 0 or back[j] is not None):
+                candidate = combine(best[j], piece_score(text[j:i]))
+                if keep(candidate, best[i]):
+                    best[i], back[i] = candidate, j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+def viterbi_longest_first(text, log_prob):
+    """As WordPiece encodes: the longest piece of the vocabulary that starts here."""
+    pieces, start = [], 0
+    while start < len(text):
+        end = len(text)
+        while text[start:end] not in log_prob:
+            end -= 1
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def viterbi_greedy(text, log_prob):
+    pieces, start = [], 0
+    while start < len(text):
+        options = [text[start:end] for end in range(start + 1, len(text) + 1) if text[start:end] in log_prob]
+        piece = max(options, key=lambda p: log_prob[p])
+        pieces.append(piece)
+        start += len(piece)
+    return pieces
+
+
+def viterbi_min(text, log_prob):
+    return _dp(text, log_prob, worst=float("inf"), keep=lambda candidate, best: candidate < best)
+
+
+def viterbi_adds_probabilities(text, log_prob):
+    import math
+
+    return _dp(text, log_prob, piece_score=lambda piece: math.exp(log_prob[piece]))
+
+
+def viterbi_fewest(text, log_prob):
+    """Breadth-first: the split with the fewest pieces."""
+    from collections import deque
+
+    came_from, queue = {0: None}, deque([0])
+    while queue:
+        i = queue.popleft()
+        for j in range(i + 1, len(text) + 1):
+            if text[i:j] in log_prob and j not in came_from:
+                came_from[j] = i
+                queue.append(j)
+    pieces, j = [], len(text)
+    while j:
+        pieces.append(text[came_from[j] : j])
+        j = came_from[j]
+    return pieces[::-1]
+
+
+def viterbi_backtracks_by_the_best_piece(text, log_prob):
+    best = [0.0] + [float("-inf")] * len(text)
+    for i in range(1, len(text) + 1):
+        for j in range(i):
+            if text[j:i] in log_prob:
+                best[i] = max(best[i], best[j] + log_prob[text[j:i]])
+    pieces, i = [], len(text)
+    while i > 0:  # the most probable last piece, whatever came before it
+        j = max((j for j in range(i) if text[j:i] in log_prob), key=lambda j: log_prob[text[j:i]])
+        pieces.append(text[j:i])
+        i = j
+    return pieces[::-1]
+
+
+def viterbi_not_reversed(text, log_prob):
+    return solution_my_viterbi(text, log_prob)[::-1]
+
+
+def viterbi_get_zero(text, log_prob):
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            score = best[j] + log_prob.get(text[j:i], 0)
+            if score > best[i]:
+                best[i], back[i] = score, j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+def viterbi_short_pieces(text, log_prob):
+    """Only pieces of up to 6 characters: "tokens are short"."""
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(max(0, i - 6), i):
+            if text[j:i] in log_prob and best[j] + log_prob[text[j:i]] > best[i]:
+                best[i], back[i] = best[j] + log_prob[text[j:i]], j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+def viterbi_multiplies(text, log_prob):
+    """Probabilities multiplied: once the product is 0.0, nothing beats 0.0 and back[i] stays None."""
+    import math
+
+    return _dp(
+        text, log_prob, start=1.0, worst=0.0, piece_score=lambda p: math.exp(log_prob[p]), combine=lambda a, b: a * b
+    )
+
+
+def viterbi_multiplies_from_minus_one(text, log_prob):
+    import math
+
+    n = len(text)
+    best, back = [1.0] + [-1.0] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            if text[j:i] in log_prob and best[j] * math.exp(log_prob[text[j:i]]) > best[i]:
+                best[i], back[i] = best[j] * math.exp(log_prob[text[j:i]]), j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+def viterbi_misses_the_end(text, log_prob):
+    """The loop over the ends stops one early: the last position is never reached."""
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n):
+        for j in range(i):
+            if text[j:i] in log_prob and best[j] + log_prob[text[j:i]] > best[i]:
+                best[i], back[i] = best[j] + log_prob[text[j:i]], j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+def viterbi_with_score(text, log_prob):
+    pieces = solution_my_viterbi(text, log_prob)
+    return pieces, sum(log_prob[p] for p in pieces)
+
+
+def viterbi_joined(text, log_prob):
+    return " ".join(solution_my_viterbi(text, log_prob))
+
+
+def viterbi_cuts(text, log_prob):
+    """Where each piece starts, not the pieces."""
+    starts, at = [], 0
+    for piece in solution_my_viterbi(text, log_prob):
+        starts.append(at)
+        at += len(piece)
+    return starts
+
+
+def viterbi_pops(text, log_prob):
+    """Takes the pieces out of the vocabulary as it goes."""
+    pieces = solution_my_viterbi(text, log_prob)
+    for piece in pieces:
+        log_prob.pop(piece, None)
+    return pieces
+
+
+def viterbi_with_tokenizers(text, log_prob):
+    from tokenizers import Tokenizer, models
+
+    return Tokenizer(models.Unigram(list(log_prob.items()), unk_id=None)).encode(text).tokens
+
+
+def viterbi_with_package(text, log_prob):
+    from minitransformer.tokenizer import viterbi_split
+
+    return viterbi_split(text, log_prob)
+
+
+def viterbi_without_vocabulary_check(text, log_prob):
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            if best[j] + log_prob[text[j:i]] > best[i]:  # a piece that is not there: KeyError
+                best[i], back[i] = best[j] + log_prob[text[j:i]], j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+VITERBI_WRONG = [
+    (viterbi_longest_first, "longest_first"),
+    (viterbi_greedy, "greedy_best"),
+    (viterbi_min, "minimises"),
+    (viterbi_adds_probabilities, "adds_probs"),
+    (viterbi_fewest, "fewest_pieces"),
+    (viterbi_backtracks_by_the_best_piece, "backtrack"),
+    (viterbi_not_reversed, "split_reversed"),
+    (viterbi_get_zero, "unknown_zero"),
+    (viterbi_short_pieces, "short_pieces"),
+    (viterbi_multiplies, "product_underflow"),
+    (viterbi_multiplies_from_minus_one, "product_underflow"),
+    (viterbi_misses_the_end, "misses_end"),
+    (viterbi_with_score, "with_score"),
+    (viterbi_joined, "split_not_list"),
+    (viterbi_cuts, "split_not_list"),
+    (viterbi_pops, "mutates"),
+    (viterbi_with_tokenizers, "forbidden"),
+    (viterbi_with_package, "forbidden"),
+    (viterbi_without_vocabulary_check, "crashed"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer, hint", VITERBI_WRONG, ids=lambda x: getattr(x, "__name__", None))
+def test_viterbi_rejects_wrong_answers(lang, answer, hint):
+    assert_rejected(check_viterbi(answer, lang=lang), lang, hint)
+
+
+def test_viterbi_cases_have_one_best_split_and_the_long_one_underflows():
+    """Each case's best split beats the next best by more than float noise (a right answer summing in another order
+    is still right), and the long text's best split has a probability no float holds."""
+    import math
+
+    from minitransformer.exercises.tokens import _viterbi_cases
+    from minitransformer.tokenizer import viterbi_split
+
+    for text, log_prob in _viterbi_cases():
+        scores = [[0.0]] + [[] for _ in text]  # the two best scores of each prefix
+        for i in range(1, len(text) + 1):
+            found = [s + log_prob[text[j:i]] for j in range(i) if text[j:i] in log_prob for s in scores[j]]
+            scores[i] = sorted(found, reverse=True)[:2]
+        best = viterbi_split(text, log_prob)
+        assert math.isclose(sum(log_prob[p] for p in best), scores[-1][0])
+        assert len(scores[-1]) < 2 or scores[-1][0] - scores[-1][1] > 1e-3, text
+    text, log_prob = _viterbi_cases()[-1]
+    assert math.prod(math.exp(log_prob[p]) for p in viterbi_split(text, log_prob)) == 0.0
+
+
+def test_viterbi_forbidden_tools_work_again_after_a_check():
+    from tokenizers import Tokenizer, models
+
+    from minitransformer.tokenizer import viterbi_split
+
+    for answer, _ in VITERBI_WRONG:
+        check_viterbi(answer, lang="en")
+    assert viterbi_split("ab", {"a": -1.0, "b": -1.0, "ab": -3.0}) == ["a", "b"]
+    assert Tokenizer(models.Unigram([("a", -1.0), ("b", -1.0)], unk_id=None)).encode("ab").tokens == ["a", "b"]
 
 
 # --- count pairs: realistic wrong answers -----------------------------------------------------

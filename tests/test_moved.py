@@ -48,7 +48,7 @@ SAVED_IMPORTS = {
     "exercises.model": "check_model_params check_output_probabilities check_scaled_embeddings",
     "exercises.modern": "check_cached_step check_online_softmax check_rope check_rope_offset check_swiglu",
     "exercises.positional": "check_interleaved_to_concat check_shift_matrix_concat check_sinusoidal_encoding",
-    "exercises.tokens": "check_count_pairs check_decode_stream check_encode check_merge",
+    "exercises.tokens": "check_count_pairs check_decode_stream check_encode check_merge check_viterbi",
     "exercises.training": "check_noam_lr check_shift_targets check_smoothed_targets",
     "gpt": "COUNTING_RECIPE GPT GPTConfig corpus_loss from_gpt2 generate train_counting_gpt",
     "i18n": "GLOSSARY decimal decimal_commas integer yes_no",
