@@ -5,7 +5,9 @@ A real browser moving a slider in JupyterLab: tests/test_browser.py."""
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 from pathlib import Path
 
 import matplotlib
@@ -217,3 +219,51 @@ def test_a_value_a_control_does_not_have_is_refused_in_both_languages(gpt):
         live.Control("a", "a", [1, 2], 3)
     with pytest.raises(CourseError):
         live.encoding_control(20, 16, "en").set(pair=8)  # 16 dimensions: pairs 0 to 7
+
+
+LIVE_CELLS = {"03": "encoding_control(", "08": "heads_control(", "09": "next_token_control("}
+
+
+@pytest.mark.parametrize("number", sorted(LIVE_CELLS))
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_the_stored_notebooks_hold_the_still_figure_and_no_widget_state(number, lang):
+    (path,) = (ROOT / "notebooks" / lang).glob(f"{number}_*.ipynb")
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert "widgets" not in nb["metadata"]
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code" and LIVE_CELLS[number] in "".join(c["source"])]
+    assert len(cells) == 1
+    (output,) = cells[0]["outputs"]
+    assert output["output_type"] == "execute_result" and set(output["data"]) == {"image/png", "text/plain"}
+    assert "".join(output["data"]["text/plain"]).startswith("<Figure size")
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            assert WIDGET_VIEW not in out.get("data", {})
+
+
+@pytest.mark.slow
+def test_the_builder_stores_the_still_figure_byte_for_byte(tmp_path):
+    """A live cell executed twice by the notebooks' builder (tools/notebooks.py) stores the same bytes: the still
+    figure as a PNG and its text, no widget view and no widget state (no model id to sanitise)."""
+    import nbformat
+    from notebook_tool import nbt
+
+    cells = [
+        nbformat.v4.new_code_cell("from minitransformer.runtime import setup\n\nLANG = 'es'\ndevice = setup(0, LANG)"),
+        nbformat.v4.new_code_cell(
+            "from minitransformer.viz.live import encoding_control\n\n"
+            "encoding_control(max_len=30, d_model=16, lang=LANG, position=7, pair=2)"
+        ),
+    ]
+    stored = []
+    for run in range(2):
+        path = tmp_path / f"run{run}.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+        nbt.execute(path)
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        assert "widgets" not in nb["metadata"]
+        (output,) = nb["cells"][1]["outputs"]
+        assert set(output["data"]) == {"image/png", "text/plain"}
+        stored.append(output)
+    assert stored[0] == stored[1]
+    png = Image.open(io.BytesIO(base64.b64decode(stored[0]["data"]["image/png"])))
+    assert png.size[0] > 600  # the figure, not an empty picture

@@ -197,7 +197,7 @@ class Live:
 
     @property
     def widget(self):
-        """The ipywidgets box: the controls above the figure (and the button with its text under them)."""
+        """The ipywidgets box: the controls above the figure (and the button with its text under it)."""
         if self._widget is None:
             self._widget = self._build()
         return self._widget
@@ -240,7 +240,8 @@ class Live:
             self._seed_box.observe(self._seed_moved, names="value")
             button.on_click(lambda _button: self.act(self._seed_box.value))
             self._output = w.HTML(value=_pre(self.text))
-            rows += [w.HBox([button, self._seed_box]), self._output]
+            # under the figure: the text it writes does not push the figure down
+            return w.VBox([*rows, self._image, w.HBox([button, self._seed_box]), self._output])
         return w.VBox([*rows, self._image])
 
     def _moved(self, name: str) -> Callable[[dict], None]:
