@@ -284,6 +284,7 @@ def test_jupyterlab_for_a_projector_draws_bertviz_offline(tmp_path):
 # --------------------------------------------------------------------------- live controls
 
 
+@pytest.mark.slow
 def test_a_live_control_redraws_in_jupyterlab_and_in_rise(tmp_path):
     """Issue 48: notebook 03's live control in JupyterLab as `python course.py lab` starts it, offline. Its cell is
     run, a slider is dragged, and the figure changes; then the same in RISE's live slides (the notebook's kernel,

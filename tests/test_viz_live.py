@@ -67,6 +67,7 @@ def shown_order(z, top=12):
     return np.argsort(-next_token_probs(z).numpy(), kind="stable")[:top]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_the_bars_are_the_distribution_sampling_computes(gpt, lang):
     control = sampling_control(gpt, lang)
@@ -145,6 +146,7 @@ def widgets_in(widget):
         yield from widgets_in(child)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_core_widgets_only_and_the_still_figure_beside_the_view(gpt, lang):
     """Colab shows core ipywidgets without a custom widget manager: every model and view is a core one. The output
@@ -162,6 +164,7 @@ def test_core_widgets_only_and_the_still_figure_beside_the_view(gpt, lang):
     assert bundle["image/png"] == still  # the still figure is the figure at the default values, drawn again the same
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_the_encoding_control_draws_positionals_table(lang):
     control = live.encoding_control(60, 32, lang, position=5, pair=2)
