@@ -5,7 +5,7 @@
                                                              # constraints.txt, but these versions
     python tools/floors.py --notebooks 04 07 08 12           # which notebooks' assertions to check
 
-It makes ``/tmp/floors-<name>`` with the chosen Python, installs the course there (``-e .[test]``) with the
+It makes ``/tmp/floors-<name>`` with the chosen Python, installs the course there (``-e .[dev]``, as CONTRIBUTING does) with the
 versions asked for, runs the unit tests (``-m "not slow"``) and then executes the chosen English notebooks from
 their first cell to their last: every assertion must hold. Stored outputs are not compared (older libraries print and
 draw differently: see CONTRIBUTING, "Checking the floors"). On Linux, an older torch comes from PyPI as its CUDA
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     python = venv / "bin" / "python"
     print(f"{venv}: {' '.join(args.stack) if args.stack else 'every floor of pyproject.toml'}", flush=True)
     ok = (python.exists() or step("venv", [args.python, "-m", "venv", str(venv)])) and step(
-        "install", [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), "-e", f"{ROOT}[test]"]
+        "install", [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), "-e", f"{ROOT}[dev]"]
     )
     if not ok:
         return 1
