@@ -585,3 +585,46 @@ def test_elhage_composition_reads_through_w_qk_at_the_offset():
     assert 0 < base < 1
     with pytest.raises(CourseError):
         composition_scores(model, "k", offset=-2)
+
+
+@pytest.mark.slow
+def test_the_repeated_random_tokens_probe_and_the_head_scores_on_a_gpt2_built_from_a_config():
+    """The probe cell for GPT-2 small runs the same code on any GPT-2: here a tiny one built from a config (no
+    download), converted as GPT-2 small would be."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from minitransformer.course.induction import head_scores, local_gpt2_small, repeated_random_tokens
+    from minitransformer.hf_import import from_gpt2
+
+    tokens = repeated_random_tokens(50, 3, 10, torch.Generator().manual_seed(0))
+    assert tokens.shape == (3, 20) and torch.equal(tokens[:, :10], tokens[:, 10:])
+    torch.manual_seed(0)
+    gpt = from_gpt2(GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2)))
+    scores = head_scores(gpt, tokens)
+    assert scores["prefix"].shape == (2, 2) and scores["previous"].shape == (2, 2)
+    assert 0 < scores["uniform_prefix"] < 1 and 0 < scores["uniform_previous"] < 1
+    assert local_gpt2_small() is None or hasattr(local_gpt2_small(), "blocks")  # offline here: None
+
+
+def test_measure_run_gives_every_number_the_claims_read():
+    from minitransformer.course.induction import CLAIMS, COMMON, check_claims
+
+    model, history = train_induction_model(seed=3, recipe=TINY, progress=False)
+    run = measure_run(model, history, TINY)
+    assert set(check_claims(run)) == set(CLAIMS) and set(check_claims(run, COMMON)) == set(COMMON)
+    assert len(run["copy_loss_zero"]) == 2 and len(run["removed_one_from_keys"]) == 2
+    assert run["copy_loss_end"] == pytest.approx(history.copy_loss[-1], abs=1e-4)
+
+
+def test_the_stored_seed_record_keeps_two_lists_and_every_claim_holds_on_the_verification_seeds():
+    from minitransformer.course.induction import CLAIMS, check_claims
+
+    record = seed_record()
+    development, verification = record["development"], record["verification"]
+    assert 1 in development and 0 in development and len(verification) >= 10
+    assert not set(development) & set(verification)
+    assert set(record["runs"]) == {str(s) for s in development + verification}
+    assert record["command"].startswith("python tools/induction_seeds.py") and record["machine"]["cpu"]
+    failed = {s: [k for k, ok in check_claims(record["runs"][str(s)]).items() if not ok] for s in verification}
+    assert not any(failed.values()), failed
+    assert set(CLAIMS) == set(check_claims(record["runs"]["0"]))

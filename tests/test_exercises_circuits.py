@@ -163,7 +163,9 @@ def test_ov_circuit_works_again_after_a_check():
     check_ov_circuit(OV_MISTAKES["the package's"][0], lang="en")
     check_ov_circuit(OV_MISTAKES["the checker's own"][0], lang="en")
     model = _ov_model()
-    torch.testing.assert_close(circuits.ov_circuit(model, 0, 1).double(), _ov_by_hand(model, 0, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        circuits.ov_circuit(model, 0, 1).double(), _ov_by_hand(model, 0, 1), rtol=1e-5, atol=1e-5
+    )
 
 
 # --- 13.induction_score ----------------------------------------------------------------------------

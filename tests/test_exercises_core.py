@@ -476,7 +476,11 @@ def test_a_forbidden_generator_function_is_refused_when_iterated_and_works_again
 
 def _promises_the_model():
     """The checkers whose statement promises that the model given to the student's function is left as it was."""
-    return [(name, check, solution) for name, (check, solution) in EXERCISES.items() if "left as it was" in (check.__doc__ or "")]
+    return [
+        (name, check, solution)
+        for name, (check, solution) in EXERCISES.items()
+        if "left as it was" in (check.__doc__ or "")
+    ]
 
 
 def _first_linear(model):

@@ -650,7 +650,9 @@ def qk_circuit(
 def _check_square(matrix: Tensor) -> None:
     if not isinstance(matrix, Tensor) or matrix.dim() != 2 or matrix.size(0) != matrix.size(1) or matrix.numel() == 0:
         shape = tuple(matrix.shape) if isinstance(matrix, Tensor) else type(matrix).__name__
-        raise error(f"se esperaba una matriz cuadrada (V, V), no {shape}", f"expected a square matrix (V, V), got {shape}")
+        raise error(
+            f"se esperaba una matriz cuadrada (V, V), no {shape}", f"expected a square matrix (V, V), got {shape}"
+        )
 
 
 def diagonal_score(matrix: Tensor) -> float:
@@ -707,7 +709,9 @@ def direct_logit_attribution(model: nn.Module, tokens: Tensor) -> tuple[Tensor, 
         saved["x"] = args[0]
 
     handles = [
-        a.W_o.register_forward_pre_hook(lambda module, args, a=a: captured.append(args[0].reshape(*args[0].shape[:-1], a.n_heads, a.d_head)))
+        a.W_o.register_forward_pre_hook(
+            lambda module, args, a=a: captured.append(args[0].reshape(*args[0].shape[:-1], a.n_heads, a.d_head))
+        )
         for a in attns
     ]
     handles.append((norm if norm is not None else model.lm_head).register_forward_pre_hook(take_final))

@@ -45,6 +45,12 @@ __all__ = [
     "train_induction_model",
     "measure_run",
     "seed_record",
+    "CLAIMS",
+    "COMMON",
+    "check_claims",
+    "repeated_random_tokens",
+    "head_scores",
+    "local_gpt2_small",
     "SEED_RECORD",
 ]
 
@@ -345,3 +351,208 @@ def seed_record() -> dict:
     from importlib.resources import files
 
     return json.loads((files("minitransformer") / "reference_runs" / SEED_RECORD).read_text(encoding="utf-8"))
+
+
+def repeated_random_tokens(vocab_size: int, rows: int, length: int, generator: torch.Generator) -> Tensor:
+    """The field's standard probe for induction heads (Olsson et al., 2022): ``length`` random token ids, drawn
+    uniformly from the vocabulary, then the same ids again. In the second copy an induction head attends to the
+    token after the current one's earlier occurrence. Shapes: -> (rows, 2 · length)."""
+    if length < 2 or rows < 1:
+        raise error(
+            f"hacen falta rows ≥ 1 y length ≥ 2, no {rows} y {length}",
+            f"rows ≥ 1 and length ≥ 2 are needed, got {rows} and {length}",
+        )
+    first = torch.randint(0, vocab_size, (rows, length), generator=generator)  # (rows, length)
+    return torch.cat([first, first], dim=1)
+
+
+def head_scores(model: nn.Module, tokens: Tensor) -> dict[str, Tensor | float]:
+    """Every head's prefix-matching score and previous-token score on ``tokens`` (any model whose forward takes
+    ``return_attention=True``: ModernTransformer, GPT), with a uniform causal head's scores on the same tokens.
+    Returns ``prefix`` and ``previous`` (L, H) and the uniform head's ``uniform_prefix`` and ``uniform_previous``."""
+    from .. import circuits as c
+
+    patterns = c.attention_patterns(model, tokens)
+    B, T = tokens.shape
+    uniform = c.uniform_pattern(T, tokens.device).expand(B, -1, -1, -1)
+    return {
+        "prefix": torch.stack([c.prefix_matching_score(p, tokens) for p in patterns]).cpu(),
+        "previous": torch.stack([c.previous_token_score(p) for p in patterns]).cpu(),
+        "uniform_prefix": float(c.prefix_matching_score(uniform, tokens)),
+        "uniform_previous": float(c.previous_token_score(uniform)),
+    }
+
+
+def local_gpt2_small() -> nn.Module | None:
+    """GPT-2 small (Radford et al., 2019) in the course's :class:`~minitransformer.gpt.GPT`, if its weights are
+    already on this machine (the Hugging Face cache, ``local_files_only``: nothing is downloaded); None if not."""
+    try:
+        from transformers import GPT2LMHeadModel
+
+        hf = GPT2LMHeadModel.from_pretrained("gpt2", local_files_only=True)
+    except (OSError, ValueError, ImportError):
+        return None
+    from ..hf_import import from_gpt2
+
+    return from_gpt2(hf)
+
+
+def _named(run: dict) -> dict:
+    """The heads a run names: by their scores (the best previous-token head of block 0, the best induction head
+    of block 1) and by what removing them does (the block-0 and block-1 head whose zero ablation costs most)."""
+    prev, ind, zero = run["previous"], run["induction"], run["copy_loss_zero"]
+
+    def best(row):
+        return max(range(len(row)), key=row.__getitem__)
+
+    return {"prev": best(prev[0]), "ind": best(ind[1]), "prev_removal": best(zero[0]), "ind_removal": best(zero[1])}
+
+
+def _between_none_and_both(run: dict) -> bool:
+    ind = _named(run)["ind"]
+    none_score, none_loss = run["induction"][1][ind], run["copy_loss_end"]
+    both_score, both_loss = run["removed_block0"]["k"][ind], run["removed_block0"]["k"][-1]
+    return all(
+        both_score < one[ind] < none_score and none_loss < one[-1] < both_loss for one in run["removed_one_from_keys"]
+    )
+
+
+# Every claim notebook 13 asserts on its own run (the thresholds as its cells write them): each must hold on every
+# verification seed of the stored record (tests/test_circuits.py checks it). name -> (Spanish, English, test).
+CLAIMS = {
+    "learns": (
+        "aprende: pérdida de copia ≥ 3,3 al empezar, ≤ 0,15 al final",
+        "learns: copy loss ≥ 3.3 at the start, ≤ 0.15 at the end",
+        lambda r: r["copy_loss_start"] >= 3.3 and r["copy_loss_end"] <= 0.15,
+    ),
+    "phase": (
+        "cambio de fase: inicio ≤ 300, medio camino, subida del token anterior y caída del aprendizaje en "
+        "contexto a ≤ 50 pasos del inicio",
+        "phase change: onset ≤ 300; halfway, previous token's rise and in-context learning's fall ≤ 50 steps "
+        "from the onset",
+        lambda r: (
+            r["onset"] is not None
+            and r["onset"] <= 300
+            and all(abs(r[k] - r["onset"]) <= 50 for k in ("halfway", "previous_rise", "in_context_fall"))
+        ),
+    ),
+    "scores": (
+        "puntuaciones: token anterior ≥ 0,3 y ≥ 2 × uniforme; inducción ≥ 0,8 y ≥ 5 × uniforme",
+        "scores: previous token ≥ 0.3 and ≥ 2 × uniform; induction ≥ 0.8 and ≥ 5 × uniform",
+        lambda r: (
+            max(r["previous"][0]) >= max(0.3, 2 * r["uniform_previous"])
+            and max(r["induction"][1]) >= max(0.8, 5 * r["uniform_induction"])
+        ),
+    ),
+    "in_context": (
+        "aprendizaje en contexto ≤ −3; antes de poder copiar, peor que adivinar en media",
+        "in-context learning ≤ −3; before any copy is possible, worse than guessing on average",
+        lambda r: r["in_context_end"] <= -3.0 and sum(r["loss_at_start"]) / len(r["loss_at_start"]) > math.log(32),
+    ),
+    "ov": (
+        "circuito OV de la cabeza de inducción: diagonal ≥ 0,9, autovalores ≥ 0,9",
+        "induction head's OV circuit: diagonal ≥ 0.9, eigenvalues ≥ 0.9",
+        lambda r: r["ov_diagonal"][1][_named(r)["ind"]] >= 0.9 and r["ov_eigenvalues"][1][_named(r)["ind"]] >= 0.9,
+    ),
+    "qk": (
+        "circuito QK a través del bloque 0: diagonal ≥ 0,9 a toda distancia; directo ≤ 0,2",
+        "QK circuit through block 0: diagonal ≥ 0.9 at every distance; direct ≤ 0.2",
+        lambda r: (
+            r["qk_diagonal_min"][_named(r)["ind"]] >= 0.9 and r["qk_diagonal_direct_max"][_named(r)["ind"]] <= 0.2
+        ),
+    ),
+    "removal": (
+        "quitar: la peor del bloque 0 ≥ 2; la de inducción ≥ 0,5 y menos que las dos del bloque 1, ≥ ln 32",
+        "removal: block 0's worst ≥ 2; the induction head ≥ 0.5 and less than both of block 1, ≥ ln 32",
+        lambda r: (
+            max(r["copy_loss_zero"][0]) >= 2.0
+            and 0.5 <= r["copy_loss_zero"][1][_named(r)["ind"]] < r["copy_loss_both_zero"]
+            and r["copy_loss_both_zero"] >= math.log(32)
+        ),
+    ),
+    "direct": (
+        "atribución directa: la mayor del bloque 1 ≥ 4 nats, cada una del bloque 0 ≤ 0,5 en valor absoluto",
+        "direct attribution: block 1's largest ≥ 4 nats, each block-0 head ≤ 0.5 in absolute value",
+        lambda r: max(r["direct_logit"][1]) >= 4.0 and max(abs(x) for x in r["direct_logit"][0]) <= 0.5,
+    ),
+    "paths": (
+        "caminos: sin el bloque 0 en las claves, inducción ≤ 0,2 y pérdida ≥ 3",
+        "paths: without block 0 in the keys, induction ≤ 0.2 and loss ≥ 3",
+        lambda r: r["removed_block0"]["k"][_named(r)["ind"]] <= 0.2 and r["removed_block0"]["k"][-1] >= 3.0,
+    ),
+    "composition": (
+        "composición: K de la pareja nombrada > 1,5 × aleatoria y > su Q y su V",
+        "composition: the named pair's K > 1.5 × random and > its Q and V",
+        lambda r: (
+            lambda n: (
+                r["composition"]["k"][n["prev"]][n["ind"]] > 1.5 * r["composition_baseline"]["k"]
+                and r["composition"]["k"][n["prev"]][n["ind"]]
+                > max(r["composition"]["q"][n["prev"]][n["ind"]], r["composition"]["v"][n["prev"]][n["ind"]])
+            )
+        )(_named(r)),
+    ),
+    "both_induction": (
+        "las dos cabezas del bloque 1 con inducción ≥ 0,5",
+        "both block-1 heads with induction ≥ 0.5",
+        lambda r: min(r["induction"][1]) >= 0.5,
+    ),
+    "block0_anti": (
+        "circuitos OV del bloque 0 con autovalores negativos",
+        "block 0's OV circuits with negative eigenvalues",
+        lambda r: max(r["ov_eigenvalues"][0]) < 0,
+    ),
+}
+
+# What holds in most runs but not all (the notebook says which is the common case and shows the other).
+COMMON = {
+    "both_previous": (
+        "las dos del bloque 0 miran al anterior más que una uniforme",
+        "both block-0 heads look at the previous token more than a uniform one",
+        lambda r: min(r["previous"][0]) > r["uniform_previous"],
+    ),
+    "prev_agree": (
+        "el token anterior por puntuación es el que más rompe",
+        "the previous-token head by score is the one whose removal breaks most",
+        lambda r: _named(r)["prev"] == _named(r)["prev_removal"],
+    ),
+    "ind_agree": (
+        "la inducción por puntuación es la que más rompe",
+        "the induction head by score is the one whose removal breaks most",
+        lambda r: _named(r)["ind"] == _named(r)["ind_removal"],
+    ),
+    "one_from_keys": (
+        "quitar una cabeza del bloque 0 de las claves queda entre no quitar nada y quitar las dos",
+        "removing one block-0 head from the keys lands between removing none and both",
+        _between_none_and_both,
+    ),
+    "early_each": (
+        "antes de poder copiar, peor que lo mejor posible, ln(31 − t), en cada posición",
+        "before any copy is possible, worse than the best possible, ln(31 − t), at every position",
+        lambda r: all(loss > math.log(31 - t) for t, loss in enumerate(r["loss_at_start"])),
+    ),
+    "mean_like_zero": (
+        "la ablación a la media a ≤ 0,2 nats de la ablación a cero, en cada cabeza y en las dos del bloque 1",
+        "mean ablation within 0.2 nats of zero ablation, for each head and for both of block 1",
+        lambda r: (
+            all(abs(z - m) <= 0.2 for zs, ms in zip(r["copy_loss_zero"], r["copy_loss_mean"]) for z, m in zip(zs, ms))
+            and abs(r["copy_loss_both_zero"] - r["copy_loss_both_mean"]) <= 0.2
+        ),
+    ),
+    "paths_qv": (
+        "sin el bloque 0 en las consultas o en los valores, inducción ≥ 0,85 y pérdida ≤ 0,35",
+        "without block 0 in the queries or the values, induction ≥ 0.85 and loss ≤ 0.35",
+        lambda r: all(
+            r["removed_block0"][k][_named(r)["ind"]] >= 0.85 and r["removed_block0"][k][-1] <= 0.35 for k in "qv"
+        ),
+    ),
+    "q_below_random": (
+        "toda composición Q por debajo de la de matrices aleatorias",
+        "every Q-composition below that of random matrices",
+        lambda r: max(max(row) for row in r["composition"]["q"]) < r["composition_baseline"]["q"],
+    ),
+}
+
+
+def check_claims(run: dict, table: dict = CLAIMS) -> dict[str, bool]:
+    """Which claims of ``table`` (:data:`CLAIMS` or :data:`COMMON`) hold on one run's :func:`measure_run`."""
+    return {name: bool(test(run)) for name, (_, _, test) in table.items()}

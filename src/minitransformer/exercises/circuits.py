@@ -366,12 +366,12 @@ def _model_state(model: torch.nn.Module) -> dict[str, Any]:
     (``module.forward = ...``) and the methods of the modules' classes."""
     tensors = {name: t for name, t in model.named_parameters()} | {name: t for name, t in model.named_buffers()}
     return {
-        "tensors": {
-            name: (t.detach().clone(), t.dtype, t.device, t.requires_grad) for name, t in tensors.items()
-        },
+        "tensors": {name: (t.detach().clone(), t.dtype, t.device, t.requires_grad) for name, t in tensors.items()},
         "training": {name: m.training for name, m in model.named_modules()},
-        "own": {name: {k for k, v in vars(m).items() if callable(v) and not isinstance(v, torch.nn.Module)}
-                for name, m in model.named_modules()},
+        "own": {
+            name: {k for k, v in vars(m).items() if callable(v) and not isinstance(v, torch.nn.Module)}
+            for name, m in model.named_modules()
+        },
         "classes": {type(m): dict(vars(type(m))) for m in model.modules()},
     }
 
@@ -522,7 +522,9 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
         fields = {"layer": layer, "head": head, "Dh": Dh, "start": head * Dh, "stop": (head + 1) * Dh}
         if not close(matrix, want, atol=1e-4, rtol=1e-4):
             clean = _ov_model()
-            key = diagnose([matrix], [(k, [v]) for k, v in _ov_mistakes(clean, layer, head)], EVERY_CASE, atol=1e-4, rtol=1e-4)
+            key = diagnose(
+                [matrix], [(k, [v]) for k, v in _ov_mistakes(clean, layer, head)], EVERY_CASE, atol=1e-4, rtol=1e-4
+            )
             if key is not None:
                 return HINTS(lang, key, **fields)
             left = _left_changed(lang, model, state, "model_changed")
@@ -768,7 +770,9 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
         Dh = model.blocks[layer].attn.d_head
         fields = {"layer": layer, "head": head, "Dh": Dh, "start": head * Dh, "stop": (head + 1) * Dh}
         if not close(logits, want):
-            key = diagnose([logits], [(k, [v]) for k, v in _abl_mistakes(_tiny_model(), tokens, layer, head)], EVERY_CASE)
+            key = diagnose(
+                [logits], [(k, [v]) for k, v in _abl_mistakes(_tiny_model(), tokens, layer, head)], EVERY_CASE
+            )
             if key is not None:
                 return HINTS(lang, key, **fields)
             left = _left_changed(lang, model, state, "abl_not_restored")
