@@ -86,3 +86,10 @@ def test_circuits_one_panel_each_scaled_to_its_largest_entry(lang):
     assert torch.allclose(torch.as_tensor(first.images[0].get_array()), a / 2)  # its largest |entry| is 2
     assert first.get_xlabel() == ("logit que sube" if lang == "es" else "logit raised")
     assert first.images[0].get_clim() == (-1, 1)
+
+
+def test_circuits_take_one_x_label_per_panel_and_name_the_rows_once():
+    a = torch.eye(3)
+    fig = plot_circuits([a, a], ["x", "y"], "en", xlabel=["first", "second"], ylabel="rows")
+    assert [ax.get_xlabel() for ax in fig.axes[:2]] == ["first", "second"]
+    assert [ax.get_ylabel() for ax in fig.axes[:2]] == ["rows", ""]

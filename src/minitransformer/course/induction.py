@@ -48,6 +48,7 @@ __all__ = [
     "CLAIMS",
     "COMMON",
     "check_claims",
+    "named_heads",
     "repeated_random_tokens",
     "head_scores",
     "local_gpt2_small",
@@ -385,7 +386,15 @@ def head_scores(model: nn.Module, tokens: Tensor) -> dict[str, Tensor | float]:
 
 def local_gpt2_small() -> nn.Module | None:
     """GPT-2 small (Radford et al., 2019) in the course's :class:`~minitransformer.gpt.GPT`, if its weights are
-    already on this machine (the Hugging Face cache, ``local_files_only``: nothing is downloaded); None if not."""
+    already on this machine (the Hugging Face cache, ``local_files_only``: nothing is downloaded); None if not.
+    Where the cache has no GPT-2 at all, ``transformers`` is not even imported (seconds saved)."""
+    import os
+    from pathlib import Path
+
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    caches = {Path(os.environ[v]) for v in ("HF_HUB_CACHE", "TRANSFORMERS_CACHE") if os.environ.get(v)} | {home / "hub"}
+    if not any((cache / "models--gpt2").is_dir() or (cache / "models--openai-community--gpt2").is_dir() for cache in caches):
+        return None
     try:
         from transformers import GPT2LMHeadModel
 
@@ -397,7 +406,7 @@ def local_gpt2_small() -> nn.Module | None:
     return from_gpt2(hf)
 
 
-def _named(run: dict) -> dict:
+def named_heads(run: dict) -> dict:
     """The heads a run names: by their scores (the best previous-token head of block 0, the best induction head
     of block 1) and by what removing them does (the block-0 and block-1 head whose zero ablation costs most)."""
     prev, ind, zero = run["previous"], run["induction"], run["copy_loss_zero"]
@@ -409,7 +418,7 @@ def _named(run: dict) -> dict:
 
 
 def _between_none_and_both(run: dict) -> bool:
-    ind = _named(run)["ind"]
+    ind = named_heads(run)["ind"]
     none_score, none_loss = run["induction"][1][ind], run["copy_loss_end"]
     both_score, both_loss = run["removed_block0"]["k"][ind], run["removed_block0"]["k"][-1]
     return all(
@@ -452,13 +461,13 @@ CLAIMS = {
     "ov": (
         "circuito OV de la cabeza de inducción: diagonal ≥ 0,9, autovalores ≥ 0,9",
         "induction head's OV circuit: diagonal ≥ 0.9, eigenvalues ≥ 0.9",
-        lambda r: r["ov_diagonal"][1][_named(r)["ind"]] >= 0.9 and r["ov_eigenvalues"][1][_named(r)["ind"]] >= 0.9,
+        lambda r: r["ov_diagonal"][1][named_heads(r)["ind"]] >= 0.9 and r["ov_eigenvalues"][1][named_heads(r)["ind"]] >= 0.9,
     ),
     "qk": (
         "circuito QK a través del bloque 0: diagonal ≥ 0,9 a toda distancia; directo ≤ 0,2",
         "QK circuit through block 0: diagonal ≥ 0.9 at every distance; direct ≤ 0.2",
         lambda r: (
-            r["qk_diagonal_min"][_named(r)["ind"]] >= 0.9 and r["qk_diagonal_direct_max"][_named(r)["ind"]] <= 0.2
+            r["qk_diagonal_min"][named_heads(r)["ind"]] >= 0.9 and r["qk_diagonal_direct_max"][named_heads(r)["ind"]] <= 0.2
         ),
     ),
     "removal": (
@@ -466,7 +475,7 @@ CLAIMS = {
         "removal: block 0's worst ≥ 2; the induction head ≥ 0.5 and less than both of block 1, ≥ ln 32",
         lambda r: (
             max(r["copy_loss_zero"][0]) >= 2.0
-            and 0.5 <= r["copy_loss_zero"][1][_named(r)["ind"]] < r["copy_loss_both_zero"]
+            and 0.5 <= r["copy_loss_zero"][1][named_heads(r)["ind"]] < r["copy_loss_both_zero"]
             and r["copy_loss_both_zero"] >= math.log(32)
         ),
     ),
@@ -478,7 +487,7 @@ CLAIMS = {
     "paths": (
         "caminos: sin el bloque 0 en las claves, inducción ≤ 0,2 y pérdida ≥ 3",
         "paths: without block 0 in the keys, induction ≤ 0.2 and loss ≥ 3",
-        lambda r: r["removed_block0"]["k"][_named(r)["ind"]] <= 0.2 and r["removed_block0"]["k"][-1] >= 3.0,
+        lambda r: r["removed_block0"]["k"][named_heads(r)["ind"]] <= 0.2 and r["removed_block0"]["k"][-1] >= 3.0,
     ),
     "composition": (
         "composición: K de la pareja nombrada > 1,5 × aleatoria y > su Q y su V",
@@ -489,7 +498,7 @@ CLAIMS = {
                 and r["composition"]["k"][n["prev"]][n["ind"]]
                 > max(r["composition"]["q"][n["prev"]][n["ind"]], r["composition"]["v"][n["prev"]][n["ind"]])
             )
-        )(_named(r)),
+        )(named_heads(r)),
     ),
     "both_induction": (
         "las dos cabezas del bloque 1 con inducción ≥ 0,5",
@@ -513,12 +522,12 @@ COMMON = {
     "prev_agree": (
         "el token anterior por puntuación es el que más rompe",
         "the previous-token head by score is the one whose removal breaks most",
-        lambda r: _named(r)["prev"] == _named(r)["prev_removal"],
+        lambda r: named_heads(r)["prev"] == named_heads(r)["prev_removal"],
     ),
     "ind_agree": (
         "la inducción por puntuación es la que más rompe",
         "the induction head by score is the one whose removal breaks most",
-        lambda r: _named(r)["ind"] == _named(r)["ind_removal"],
+        lambda r: named_heads(r)["ind"] == named_heads(r)["ind_removal"],
     ),
     "one_from_keys": (
         "quitar una cabeza del bloque 0 de las claves queda entre no quitar nada y quitar las dos",
@@ -542,7 +551,7 @@ COMMON = {
         "sin el bloque 0 en las consultas o en los valores, inducción ≥ 0,85 y pérdida ≤ 0,35",
         "without block 0 in the queries or the values, induction ≥ 0.85 and loss ≤ 0.35",
         lambda r: all(
-            r["removed_block0"][k][_named(r)["ind"]] >= 0.85 and r["removed_block0"][k][-1] <= 0.35 for k in "qv"
+            r["removed_block0"][k][named_heads(r)["ind"]] >= 0.85 and r["removed_block0"][k][-1] <= 0.35 for k in "qv"
         ),
     ),
     "q_below_random": (

@@ -178,7 +178,7 @@ def plot_circuits(
     matrices: Sequence,
     titles: Sequence[str],
     lang: str = "es",
-    xlabel: str | None = None,
+    xlabel: str | Sequence[str] | None = None,
     ylabel: str | None = None,
 ) -> Figure:
     """Square circuits read from the weights (a head's OV or QK circuit, V × V), side by side, each in a diverging
@@ -187,16 +187,19 @@ def plot_circuits(
     Args:
         matrices: one (V, V) matrix per panel.
         titles: one title per panel, drawn as given (a head's name "1.0" keeps its point).
-        xlabel, ylabel: the axes' names (by default, an OV circuit's: the logit raised, the token attended to).
+        xlabel, ylabel: the axes' names (by default, an OV circuit's: the logit raised, the token attended to);
+            ``xlabel`` may give one per panel. The rows' name is written on the first panel only.
     """
     n = len(matrices)
-    fig, axes = plt.subplots(1, n, figsize=(3.7 * n + 0.8, 4.0), squeeze=False)
-    for ax, matrix in zip(axes[0], matrices):
+    xlabels = [xlabel] * n if xlabel is None or isinstance(xlabel, str) else list(xlabel)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n + 0.8, 4.2), squeeze=False)
+    for i, (ax, matrix) in enumerate(zip(axes[0], matrices)):
         m = to_numpy(matrix)
         scale = float(np.abs(m).max()) or 1.0
         im = ax.imshow(m / scale, cmap="RdBu_r", vmin=-1, vmax=1)
-        ax.set_xlabel(xlabel or tr(lang, "logit que sube", "logit raised"))
-        ax.set_ylabel(ylabel or tr(lang, "token atendido", "token attended to"))
+        ax.set_xlabel(xlabels[i] or tr(lang, "logit que sube", "logit raised"))
+        if i == 0:
+            ax.set_ylabel(ylabel or tr(lang, "token atendido", "token attended to"))
         ticks = list(range(0, m.shape[0], 8))
         ax.set_xticks(ticks)
         ax.set_yticks(ticks)
