@@ -393,7 +393,9 @@ def local_gpt2_small() -> nn.Module | None:
 
     home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
     caches = {Path(os.environ[v]) for v in ("HF_HUB_CACHE", "TRANSFORMERS_CACHE") if os.environ.get(v)} | {home / "hub"}
-    if not any((cache / "models--gpt2").is_dir() or (cache / "models--openai-community--gpt2").is_dir() for cache in caches):
+    if not any(
+        (cache / "models--gpt2").is_dir() or (cache / "models--openai-community--gpt2").is_dir() for cache in caches
+    ):
         return None
     try:
         from transformers import GPT2LMHeadModel
@@ -461,13 +463,16 @@ CLAIMS = {
     "ov": (
         "circuito OV de la cabeza de inducción: diagonal ≥ 0,9, autovalores ≥ 0,9",
         "induction head's OV circuit: diagonal ≥ 0.9, eigenvalues ≥ 0.9",
-        lambda r: r["ov_diagonal"][1][named_heads(r)["ind"]] >= 0.9 and r["ov_eigenvalues"][1][named_heads(r)["ind"]] >= 0.9,
+        lambda r: (
+            r["ov_diagonal"][1][named_heads(r)["ind"]] >= 0.9 and r["ov_eigenvalues"][1][named_heads(r)["ind"]] >= 0.9
+        ),
     ),
     "qk": (
         "circuito QK a través del bloque 0: diagonal ≥ 0,9 a toda distancia; directo ≤ 0,2",
         "QK circuit through block 0: diagonal ≥ 0.9 at every distance; direct ≤ 0.2",
         lambda r: (
-            r["qk_diagonal_min"][named_heads(r)["ind"]] >= 0.9 and r["qk_diagonal_direct_max"][named_heads(r)["ind"]] <= 0.2
+            r["qk_diagonal_min"][named_heads(r)["ind"]] >= 0.9
+            and r["qk_diagonal_direct_max"][named_heads(r)["ind"]] <= 0.2
         ),
     ),
     "removal": (
