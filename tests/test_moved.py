@@ -71,6 +71,7 @@ SAVED_IMPORTS = {
     "viz.diagrams": "draw_decoder_block draw_transformer",
     "viz.generation": "plot_next_token plot_step_times plot_validity_diversity",
     "viz.heads": "head_view model_view offline_scripts plot_alignment plot_head_grid plot_head_scores plot_score_breakdown translator_attention write_offline_page",
+    "viz.live": "encoding_control heads_control next_token_control",
     "viz.layers": "plot_activations plot_depth_scale plot_layer_norm",
     "viz.modern": "plot_ablation plot_attention_cost plot_rope_scores",
     "viz.positional": "plot_encoding plot_encodings plot_permuted_attention plot_rotation_matrix plot_similarities plot_similarity plot_waves",
