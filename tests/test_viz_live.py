@@ -228,6 +228,7 @@ LIVE_CELLS = {
     "03": "encoding_control(",
     "08": "heads_control(",
     "09": "next_token_control(",
+    "13": "phase_change_control(",
 }
 
 
