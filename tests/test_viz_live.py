@@ -377,13 +377,14 @@ def test_the_phase_change_control_draws_the_stored_pattern_and_scores_of_the_ste
         bottom_values = [number(history.copy_loss[r]), number(history.in_context[r]), onset]
         assert legend(bottom) == [f"{n}: {v}" for n, v in zip(bottom_names, bottom_values)]
         assert top.get_title() == title
+    # the step slider above, the three pickers side by side under it (the figure stays high on a projector's screen),
     # the step slider's labels: the recorded steps, the onset named
-    slider = control.widget.children[0]
+    slider, pickers, image = control.widget.children
+    assert image is control._image and [type(w).__name__ for w in pickers.children] == ["ToggleButtons"] * 3
     assert [value for _, value in slider.options] == history.steps
     assert dict(slider.options)[f"30  ({'inicio' if lang == 'es' else 'onset'})"] == 30
-    rows = control.widget.children[3]
-    assert rows.options[2] == (f"2  (P = {int(periods[2])})", 2)
-    assert [w.description for w in control.widget.children[:4]] == (
+    assert pickers.children[2].options[2] == (f"2  (P = {int(periods[2])})", 2)
+    assert [w.description for w in (slider, *pickers.children)] == (
         ["paso de entrenamiento", "bloque", "cabeza", "fila"]
         if lang == "es"
         else ["training step", "block", "head", "row"]

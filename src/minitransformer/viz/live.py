@@ -131,6 +131,8 @@ class Live:
         controls: name (the keyword ``draw`` receives) -> :class:`Control`, in the order they are shown.
         lang: "es" or "en", for the labels.
         action: an optional button (:class:`Action`), e.g. "sample".
+        pickers_in_a_row: the button pickers side by side in one row (each with its label), not one under the
+            other: the figure stays higher on a projector's screen.
 
     ``figures`` holds the last drawing (closed for pyplot: the notebook's inline backend does not show it
     again). In a notebook, the control is the cell's value: ``Live(...)`` as the last line shows it.
@@ -142,8 +144,11 @@ class Live:
         controls: Mapping[str, Control],
         lang: str,
         action: Action | None = None,
+        *,
+        pickers_in_a_row: bool = False,
     ):
         self.draw, self.controls, self.lang, self.action = draw, dict(controls), check_lang(lang), action
+        self.pickers_in_a_row = pickers_in_a_row
         self.values: dict[str, Any] = {name: c.default for name, c in self.controls.items()}
         self.figures: list[Figure] = []
         self.png = b""
@@ -237,6 +242,13 @@ class Live:
             box.observe(self._moved(name), names="value")
             self._inputs[name] = box
             rows.append(box)
+        pickers = [self._inputs[name] for name, control in self.controls.items() if control.buttons]
+        if self.pickers_in_a_row and len(pickers) > 1:
+            where = next(i for i, row in enumerate(rows) if row is pickers[0])
+            rows = [row for row in rows if not any(row is box for box in pickers)]
+            for box in pickers[:-1]:
+                box.layout.margin = "0 24px 0 0"
+            rows.insert(where, w.HBox(pickers, layout=w.Layout(flex_flow="row wrap")))
         self._image = w.Image(value=self.png, format="png", layout=w.Layout(max_width="100%", height="auto"))
         if self.action is not None:
             button = w.Button(description=tr(self.lang, self.action.es, self.action.en), button_style="primary")
@@ -509,4 +521,4 @@ def phase_change_control(
             ),
         ]
 
-    return Live(draw, controls, lang)
+    return Live(draw, controls, lang, pickers_in_a_row=True)
