@@ -17,7 +17,6 @@ from minitransformer.exercises.circuits import (
     _ABL_CASES,
     _IND_CASES,
     _OV_CASES,
-    _PTOK_CASES,
     HINTS,
     _abl_mistakes,
     _ind_mistakes,
@@ -26,15 +25,12 @@ from minitransformer.exercises.circuits import (
     _ov_by_hand,
     _ov_mistakes,
     _ov_model,
-    _ptok_mistakes,
-    _ptok_pattern,
     _reference,
     _tiny_model,
     _tokens,
     check_ablate_head,
     check_induction_score,
     check_ov_circuit,
-    check_previous_token_score,
 )
 from minitransformer.exercises.registry import exercises
 from minitransformer.exercises.solutions.nb13 import (
@@ -535,82 +531,3 @@ def test_the_expected_logits_come_from_a_model_the_student_never_touched(lang):
     case (and got the hint "you ablate head 1 in every layer"): it is named as what it is."""
     fb = check_ablate_head(w_o_forward_patched, lang=lang)
     assert fb.hint == "model_patched" and "W_o.forward" in fb.message
-
-
-# --- the old exercise 1, 13.previous_token_score (saved copies of the notebook) -----------------------------------------------------------------------
-
-
-def test_the_patterns_are_causal_attention_and_every_previous_token_mistake_is_told_apart():
-    patterns = [_ptok_pattern(H, T, seed) for H, T, seed in _PTOK_CASES]
-    for p in patterns:
-        T = p.size(-1)
-        assert torch.allclose(p.sum(-1), torch.ones(p.shape[:-1]), atol=1e-6)
-        assert (p.triu(1) == 0).all()
-        assert p.size(0) not in (T, T - 1)  # a score per position is never taken for one per head
-    rights = [circuits.previous_token_score(p[None]).double() for p in patterns]
-    _each_mistake_is_named(rights, [_ptok_mistakes(p) for p in patterns])
-
-
-def ptok_with_a_loop(pattern):
-    H, T, _ = pattern.shape
-    return [sum(float(pattern[h, t, t - 1]) for t in range(1, T)) / (T - 1) for h in range(H)]
-
-
-def ptok_indexing(pattern):
-    t = torch.arange(1, pattern.size(-1))
-    return pattern[:, t, t - 1].mean(dim=1, keepdim=True)  # (H, 1)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_previous_token_score_accepts_other_right_answers(lang):
-    assert_correct(check_previous_token_score(ptok_with_a_loop, lang=lang), lang)
-    assert_correct(check_previous_token_score(ptok_indexing, lang=lang), lang)
-    assert_correct(check_previous_token_score(lambda p: tuple(p.diagonal(-1, 1, 2).double().mean(1)), lang=lang), lang)
-
-
-def _below(p):
-    return p.diagonal(offset=-1, dim1=-2, dim2=-1)
-
-
-PTOK_MISTAKES = {
-    "divides by T": (lambda p: _below(p).sum(-1) / p.size(-1), "ptok_over_T"),
-    "index t - 1 from t = 0": (
-        lambda p: p[:, torch.arange(p.size(-1)), torch.arange(p.size(-1)) - 1].mean(-1),
-        "ptok_over_T",
-    ),
-    "main diagonal": (lambda p: p.diagonal(dim1=-2, dim2=-1).mean(-1), "ptok_self"),
-    "main diagonal from t = 1": (lambda p: p.diagonal(dim1=-2, dim2=-1)[:, 1:].mean(-1), "ptok_self"),
-    "diagonal above": (lambda p: p.diagonal(offset=1, dim1=-2, dim2=-1).mean(-1), "ptok_next"),
-    "transposed": (lambda p: _below(p.transpose(-1, -2)).mean(-1), "ptok_next"),
-    "sum": (lambda p: _below(p).sum(-1), "ptok_sum"),
-    "max": (lambda p: _below(p).max(-1).values, "ptok_max"),
-    "the whole block": (lambda p: p[:, 1:, :-1].mean(dim=(-2, -1)), "ptok_block"),
-    "mean over the heads too": (lambda p: _below(p).mean(), "one_number"),
-    "mean over the heads, a list": (lambda p: [float(_below(p).mean())], "one_number"),
-    "not averaged": (lambda p: _below(p), "per_position"),
-    "mean over the heads' axis": (lambda p: _below(p).mean(0), "scores_shape"),
-    "diagonal without its axes": (lambda p: p.diagonal(-1).mean(-1), "scores_shape"),
-    "a list of strings": (lambda p: ["0.5"] * p.size(0), "scores_type"),
-    "something else": (lambda p: torch.full((p.size(0),), 0.3), "ptok_other"),
-    "NaN": (lambda p: torch.full((p.size(0),), float("nan")), "nan"),
-    "the package's": (lambda p: circuits.previous_token_score(p[None]), "forbidden"),
-}
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,answer,hint", bank(check_previous_token_score, PTOK_MISTAKES))
-def test_previous_token_score_rejects_wrong_answers(check, answer, hint, lang):
-    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
-
-
-def test_previous_token_score_works_again_after_a_check():
-    check_previous_token_score(PTOK_MISTAKES["the package's"][0], lang="en")
-    p = _ptok_pattern(3, 7, 1)
-    assert torch.allclose(circuits.previous_token_score(p[None]), p.diagonal(-1, 1, 2).mean(1))
-
-
-def test_the_old_exercise_is_kept_for_saved_copies_but_is_no_longer_an_exercise():
-    assert not hasattr(check_previous_token_score, "__exercise__")
-    assert "13.previous_token_score" not in exercises()
-    fb = check_previous_token_score(ptok_with_a_loop, lang="en")
-    assert fb.ok

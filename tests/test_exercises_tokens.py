@@ -3,28 +3,23 @@ wrong answers students write, naming the mistake in both languages."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
-import torch
 from feedback_asserts import assert_correct, assert_rejected
 
-from minitransformer.exercises.registry import exercises
+from minitransformer.course.prose import prose
 from minitransformer.exercises.solutions.nb11 import solution_my_decode_stream, solution_my_encode, solution_my_viterbi
 from minitransformer.exercises.tokens import (
-    check_count_pairs,
     check_decode_stream,
     check_encode,
-    check_merge,
     check_viterbi,
 )
-from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
+from minitransformer.tokenizer import BYTE_ID, pretokenize, train_bpe
 
 LANGS = ["es", "en"]
 
 
-def solution_my_merge(ids, pair, new_id):
-    """The old exercise 2's answer (no longer an exercise: its checker stays for saved copies of the notebook)."""
+def merge_pair(ids, pair, new_id):
+    """One merge, as notebook 11 writes it by hand: every ``pair``, left to right, becomes ``new_id``."""
     out, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
@@ -36,32 +31,9 @@ def solution_my_merge(ids, pair, new_id):
     return out
 
 
-def solution_my_count_pairs(words):
-    """The old exercise 1's answer (no longer an exercise: its checker stays for saved copies of the notebook)."""
-    counts = {}
-    for ids in words:
-        for pair in zip(ids, ids[1:]):
-            counts[pair] = counts.get(pair, 0) + 1
-    return counts
-
-
 @pytest.mark.parametrize("lang", LANGS)
-def test_other_right_answers_are_accepted(lang):
-    """A Counter, a defaultdict with zeros read into it, a tuple of ids: right is right."""
-
-    def with_counter(words):
-        return Counter(p for w in words for p in zip(w, w[1:]))
-
-    def with_zeros(words):
-        counts = {}
-        for w in words:
-            for i in range(len(w) - 1):
-                counts[(w[i], w[i + 1])] = counts.get((w[i], w[i + 1]), 0) + 1
-            counts.setdefault((-1, -1), 0)
-        return counts
-
-    def merge_as_tuple(ids, pair, new_id):
-        return tuple(solution_my_merge(ids, pair, new_id))
+def test_encode_accepts_another_right_answer(lang):
+    """The lowest-rank pair merged first, as tokenizers does: right is right."""
 
     def encode_by_rank(word, merges):  # the lowest-rank pair first, as tokenizers does
         ids = [BYTE_ID[b] for b in word.encode()]
@@ -70,12 +42,9 @@ def test_other_right_answers_are_accepted(lang):
             pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, (len(rank),))[0])
             if pair not in rank:
                 break
-            ids = solution_my_merge(ids, pair, rank[pair][1])
+            ids = merge_pair(ids, pair, rank[pair][1])
         return ids
 
-    assert_correct(check_count_pairs(with_counter, lang=lang), lang)
-    assert_correct(check_count_pairs(with_zeros, lang=lang), lang)
-    assert_correct(check_merge(merge_as_tuple, lang=lang), lang)
     assert_correct(check_encode(encode_by_rank, lang=lang), lang)
 
 
@@ -437,21 +406,6 @@ def test_decode_stream_forbidden_tools_work_again_after_a_check():
     assert decoder.feed([BYTE_ID[0xC3]]) == "" and decoder.feed([BYTE_ID[0xB1]]) == "ñ"
 
 
-def test_count_pairs_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang="en"):
-    """The old exercise 1 (it retyped what the notebook shows): a saved copy's cell still imports and runs it."""
-    assert "11.count_pairs" not in exercises() and "11.decode_stream" in exercises()
-    assert_correct(check_count_pairs(solution_my_count_pairs, lang=lang), lang)
-    assert "show_solution" not in check_count_pairs(lambda words: {}, lang=lang).message
-
-
-def test_merge_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang="es"):
-    """The old exercise 2 (it retyped merge_by_hand of section 3): a saved copy's cell still imports and runs it."""
-    assert "11.merge" not in exercises() and "11.viterbi" in exercises()
-    assert_correct(check_merge(solution_my_merge, lang=lang), lang)
-    fb = check_merge(lambda ids, pair, new_id: list(ids), lang=lang)
-    assert not fb.ok and "show_solution" not in fb.message
-
-
 # --- viterbi: right answers written otherwise, and realistic wrong ones ------------------------------
 
 
@@ -770,213 +724,10 @@ def test_viterbi_forbidden_tools_work_again_after_a_check():
     assert Tokenizer(models.Unigram([("a", -1.0), ("b", -1.0)], unk_id=None)).encode("ab").tokens == ["a", "b"]
 
 
-# --- count pairs: realistic wrong answers -----------------------------------------------------
-
-
-def pairs_across_words(words):
-    flat = [i for w in words for i in w]
-    return dict(Counter(zip(flat, flat[1:])))
-
-
-def pairs_once_per_word(words):
-    return dict(Counter(p for w in words for p in set(zip(w, w[1:]))))
-
-
-def pairs_without_overlap(words):
-    counts = Counter()
-    for w in words:
-        i = 0
-        while i + 1 < len(w):
-            counts[(w[i], w[i + 1])] += 1
-            i += 2 if w[i] == w[i + 1] else 1
-    return dict(counts)
-
-
-def pairs_reversed(words):
-    return dict(Counter((b, a) for w in words for a, b in zip(w, w[1:])))
-
-
-def pairs_missing_last(words):
-    return dict(Counter((w[i], w[i + 1]) for w in words for i in range(len(w) - 2)))
-
-
-def single_ids(words):
-    return dict(Counter(i for w in words for i in w))
-
-
-def pairs_as_strings(words):
-    return {f"{a},{b}": n for (a, b), n in Counter(p for w in words for p in zip(w, w[1:])).items()}
-
-
-def pairs_most_common(words):
-    return Counter(p for w in words for p in zip(w, w[1:])).most_common()
-
-
-def pairs_doubled(words):
-    return {p: 2 * n for p, n in Counter(p for w in words for p in zip(w, w[1:])).items()}
-
-
-def pairs_set_to_one(words):
-    counts = {}
-    for w in words:
-        for pair in zip(w, w[1:]):
-            counts[pair] = 1
-    return counts
-
-
-def pairs_updated_per_word(words):
-    counts = {}
-    for w in words:
-        counts.update(Counter(zip(w, w[1:])))  # replaces the earlier words' counts
-    return counts
-
-
-def pairs_then_crash(words):
-    """Wrong on the first case, crashes on a later one (an empty word): the mistake is still named."""
-    counts = {}
-    for w in words:
-        counts[(w[0], w[1])] = 1
-        for pair in zip(w[1:], w[2:]):
-            counts[pair] = 1
-    return counts
-
-
-COUNT_WRONG = [
-    (pairs_across_words, "across_words"),
-    (pairs_once_per_word, "once_per_word"),
-    (pairs_without_overlap, "no_overlap"),
-    (pairs_reversed, "reversed"),
-    (pairs_missing_last, "last_pair"),
-    (single_ids, "single_ids"),
-    (pairs_as_strings, "bad_keys"),
-    (pairs_most_common, "not_dict"),
-    (pairs_doubled, "counts"),
-    (pairs_set_to_one, "set_to_one"),
-    (pairs_updated_per_word, "last_word_wins"),
-    (pairs_then_crash, "set_to_one"),
-]
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer, hint", COUNT_WRONG, ids=lambda x: getattr(x, "__name__", None))
-def test_count_pairs_rejects_wrong_answers(lang, answer, hint):
-    assert_rejected(check_count_pairs(answer, lang=lang), lang, hint)
-
-
-# --- merge: realistic wrong answers -------------------------------------------------------------
-
-
-def merge_first_only(ids, pair, new_id):
-    for i in range(len(ids) - 1):
-        if (ids[i], ids[i + 1]) == pair:
-            return ids[:i] + [new_id] + ids[i + 2 :]
-    return ids
-
-
-def merge_right_to_left(ids, pair, new_id):
-    out, i = [], len(ids) - 1
-    while i >= 0:
-        if i > 0 and (ids[i - 1], ids[i]) == pair:
-            out.insert(0, new_id)
-            i -= 2
-        else:
-            out.insert(0, ids[i])
-            i -= 1
-    return out
-
-
-def merge_without_skipping(ids, pair, new_id):
-    out = []
-    for i in range(len(ids)):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-        else:
-            out.append(ids[i])
-    return out
-
-
-def merge_drops_last(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids) - 1:
-        if (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_both_orders(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (pair, pair[::-1]):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_next_id(ids, pair, new_id):
-    return solution_my_merge(ids, pair, max(ids, default=0) + 1)
-
-
-def merge_as_string(ids, pair, new_id):
-    return " ".join(map(str, solution_my_merge(ids, pair, new_id)))
-
-
-def merge_strings_inside(ids, pair, new_id):
-    return [str(i) for i in solution_my_merge(ids, pair, new_id)]
-
-
-def merge_tensor(ids, pair, new_id):
-    return torch.tensor(solution_my_merge(ids, pair, new_id))
-
-
-def merge_keeps_pair(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out += [new_id, ids[i], ids[i + 1]]
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_as_text(ids, pair, new_id):
-    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new_id))
-    return [int(x) for x in text.split()]
-
-
-MERGE_WRONG = [
-    (merge_first_only, "first_only"),
-    (merge_right_to_left, "right_to_left"),
-    (merge_without_skipping, "no_skip"),
-    (merge_drops_last, "drops_last"),
-    (merge_both_orders, "both_orders"),
-    (merge_next_id, "new_id"),
-    (merge_as_string, "not_list"),
-    (merge_strings_inside, "strings"),
-    (merge_tensor, "not_list"),
-    (merge_keeps_pair, "merge_wrong"),
-    (merge_as_text, "as_text"),
-]
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer, hint", MERGE_WRONG, ids=lambda x: getattr(x, "__name__", None))
-def test_merge_rejects_wrong_answers(lang, answer, hint):
-    assert_rejected(check_merge(answer, lang=lang), lang, hint)
-
-
 # --- encode: realistic wrong answers ------------------------------------------------------------
 
 
-def _apply(ids, merges, step=solution_my_merge):
+def _apply(ids, merges, step=merge_pair):
     for pair, new_id in merges:
         ids = step(ids, pair, new_id)
     return ids
@@ -1024,6 +775,25 @@ def encode_longest_match(word, merges):
     return ids
 
 
+def merge_first_only(ids, pair, new_id):
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [new_id] + ids[i + 2 :]
+    return ids
+
+
+def merge_right_to_left(ids, pair, new_id):
+    out, i = [], len(ids) - 1
+    while i >= 0:
+        if i > 0 and (ids[i - 1], ids[i]) == pair:
+            out.insert(0, new_id)
+            i -= 2
+        else:
+            out.insert(0, ids[i])
+            i -= 1
+    return out
+
+
 def encode_first_occurrence(word, merges):
     return _apply([BYTE_ID[b] for b in word.encode()], merges, merge_first_only)
 
@@ -1038,14 +808,14 @@ def encode_latest_first(word, merges):
     table = dict(merges)
     while present := [p for p in zip(ids, ids[1:]) if p in table]:
         pair = max(present, key=rank.get)
-        ids = solution_my_merge(ids, pair, table[pair])
+        ids = merge_pair(ids, pair, table[pair])
     return ids
 
 
 def encode_forgets_the_result(word, merges):
     ids = [BYTE_ID[b] for b in word.encode()]
     for pair, new_id in merges:
-        solution_my_merge(ids, pair, new_id)  # the merged list is thrown away
+        merge_pair(ids, pair, new_id)  # the merged list is thrown away
     return ids
 
 
@@ -1093,82 +863,6 @@ def test_encoding_merge_after_merge_is_encoding_by_rank():
 # Each written as a student would, independently of the checker's own mistake programs.
 
 
-def count_with_table(words):
-    """A 256 × 256 table: fine for bytes, out of range for the ids merges make."""
-    table = [[0] * 256 for _ in range(256)]
-    for w in words:
-        for a, b in zip(w, w[1:]):
-            table[a][b] += 1
-    return {(a, b): table[a][b] for a in range(256) for b in range(256) if table[a][b]}
-
-
-def count_with_bytes(words):
-    counts = Counter()
-    for w in words:
-        data = bytes(w)
-        counts.update(zip(data, data[1:]))
-    return dict(counts)
-
-
-def count_empties_words(words):
-    counts = {}
-    for w in words:
-        while len(w) > 1:
-            a = w.pop(0)
-            counts[(a, w[0])] = counts.get((a, w[0]), 0) + 1
-    return counts
-
-
-def count_with_package(words):
-    from minitransformer.tokenizer import count_pairs
-
-    return dict(count_pairs(words))
-
-
-def count_as_tensor_rows(words):
-    """The pairs as rows of a tensor, counted with torch.unique: the counts stay tensors."""
-    rows = torch.cat([torch.tensor(list(zip(w, w[1:])), dtype=torch.long).reshape(-1, 2) for w in words])
-    pairs, n = torch.unique(rows, dim=0, return_counts=True)
-    return {tuple(p): c.reshape(1).repeat(2) for p, c in zip(pairs.tolist(), n)}
-
-
-def count_as_tensor_counts(words):
-    rows = torch.cat([torch.tensor(list(zip(w, w[1:])), dtype=torch.long).reshape(-1, 2) for w in words])
-    pairs, n = torch.unique(rows, dim=0, return_counts=True)
-    return dict(zip(map(tuple, pairs.tolist()), n))
-
-
-def merge_with_bytes(ids, pair, new_id):
-    return list(bytes(ids).replace(bytes(pair), bytes([new_id])))
-
-
-def merge_with_is(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and ids[i] is pair[0] and ids[i + 1] is pair[1]:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_in_place(ids, pair, new_id):
-    i = 0
-    while i < len(ids) - 1:
-        if ids[i] == pair[0] and ids[i + 1] == pair[1]:
-            ids[i : i + 2] = [new_id]
-        i += 1
-    return ids
-
-
-def merge_with_package(ids, pair, new_id):
-    from minitransformer import tokenizer
-
-    return tokenizer.merge(ids, pair, new_id)
-
-
 def _bytes_then(word):
     return [BYTE_ID[b] for b in word.encode("utf-8")]
 
@@ -1207,7 +901,7 @@ def encode_lowercase(word, merges):
 def encode_numbers_merges(word, merges):
     ids = _bytes_then(word)
     for rank, (pair, _) in enumerate(merges):
-        ids = solution_my_merge(ids, pair, 256 + rank)
+        ids = merge_pair(ids, pair, 256 + rank)
     return ids
 
 
@@ -1215,7 +909,7 @@ def encode_empties_merges(word, merges):
     ids = _bytes_then(word)
     while merges:
         pair, new_id = merges.pop(0)
-        ids = solution_my_merge(ids, pair, new_id)
+        ids = merge_pair(ids, pair, new_id)
     return ids
 
 
@@ -1265,16 +959,6 @@ def encode_with_tokenizers(word, merges):
 
 
 ISSUE_37 = [
-    (check_count_pairs, count_with_table, "below_256"),
-    (check_count_pairs, count_with_bytes, "below_256"),
-    (check_count_pairs, count_empties_words, "mutates"),
-    (check_count_pairs, count_with_package, "forbidden"),
-    (check_count_pairs, count_as_tensor_rows, "count_type"),
-    (check_count_pairs, count_as_tensor_counts, "count_type"),
-    (check_merge, merge_with_bytes, "below_256"),
-    (check_merge, merge_with_is, "identity"),
-    (check_merge, merge_in_place, "mutates"),
-    (check_merge, merge_with_package, "forbidden"),
     (check_encode, encode_with_is, "encode_identity"),
     (check_encode, encode_nfc, "normalises"),
     (check_encode, encode_nfkc, "normalises"),

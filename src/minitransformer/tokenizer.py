@@ -30,8 +30,7 @@ in the latest Unicode version, may be split differently; on the characters Pytho
 (SentencePiece's, T5's), Viterbi's dynamic programme.
 
 :func:`token_stats` measures a tokenisation of a text (tokens per word, per byte). The corpus of
-notebook 11, the course's own prose, is :func:`~minitransformer.course.prose.prose` (its old name
-here still works: :data:`MOVED`).
+notebook 11, the course's own prose, is :func:`~minitransformer.course.prose.prose`.
 """
 
 from __future__ import annotations
@@ -55,7 +54,6 @@ import numpy as np
 import regex
 
 from .i18n import error
-from .moved import moved_names
 
 __all__ = [
     "PATTERN",
@@ -927,9 +925,3 @@ class TokenStats:
 def token_stats(encode: Callable[[str], Sequence[Any]], text: str) -> TokenStats:
     """Tokens, words and UTF-8 bytes of ``text`` under a tokenizer's ``encode``."""
     return TokenStats(len(encode(_text(text))), count_words(text), len(text.encode("utf-8")))
-
-
-# The name that lived here before the course's prose joined the course's props: saved copies of
-# notebook 11 import it from here.
-MOVED = {"prose": "course.prose", "HELD_OUT": "course.prose"}
-__getattr__ = moved_names(__name__, MOVED)

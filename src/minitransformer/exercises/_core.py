@@ -555,7 +555,9 @@ def forbid(tools: Iterable[str | tuple[str, str]], es: str, en: str) -> Iterator
             path, shown = tool
             owner_path, _, attr = path.rpartition(".")
             owner = pkgutil.resolve_name(owner_path)
-            if not hasattr(owner, attr):  # not in this PyTorch version
+            if not hasattr(owner, attr):  # not in this PyTorch version; the package's own tools always are
+                if path.startswith("minitransformer."):
+                    raise AttributeError(f"forbid: {path} does not exist (the checker names a tool that moved)")
                 continue
             value = getattr(owner, attr)
             torch_op = path.startswith("torch.") and (inspect.ismodule(owner) or owner is torch.Tensor)

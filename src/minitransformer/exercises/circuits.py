@@ -1,5 +1,5 @@
-"""Checkers for notebook 13's exercises: a head's previous-token score and induction score read from its
-attention pattern, and a head switched off (ablated) by zeroing its output before W_o.
+"""Checkers for notebook 13's exercises: a head's OV circuit read from the model's weights, its induction score read
+from its attention pattern, and a head switched off (ablated) by zeroing its output before W_o.
 
 Each checker compares the student's answer with the package's own (:mod:`minitransformer.circuits`,
 computed before the student's code runs and switched off while it runs), on cases where the usual mistakes
@@ -29,7 +29,6 @@ from ._core import (
     Feedback,
     Hints,
     attempt,
-    checker,
     close,
     correct,
     diagnose,
@@ -41,7 +40,7 @@ from ._core import (
     type_name,
 )
 
-__all__ = ["HINTS", "check_ov_circuit", "check_induction_score", "check_ablate_head", "check_previous_token_score"]
+__all__ = ["HINTS", "check_ov_circuit", "check_induction_score", "check_ablate_head"]
 
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
@@ -128,53 +127,6 @@ HINTS = Hints(
             "Calcula con copias (`.clone()`, o sin operaciones «in place» como `mul_`) y no toques los pesos.",
             "the result is right, but the model stays changed: `{name}` is not what it was. Compute with copies "
             "(`.clone()`, or without in-place operations such as `mul_`) and leave the weights alone.",
-        ),
-        # ---- the old exercise 1, 13.previous_token_score (saved copies)
-        "ptok_over_T": (
-            "divides entre T = {T} (o cuentas también la posición 0, que no tiene token anterior): la media es "
-            "sobre las T − 1 = {T1} posiciones t = 1 … T − 1.",
-            "you divide by T = {T} (or you also count position 0, which has no previous token): the mean is over "
-            "the T − 1 = {T1} positions t = 1 … T − 1.",
-        ),
-        "ptok_self": (
-            "lees la diagonal principal, `pattern[h, t, t]`: la atención de cada token a sí mismo. El token "
-            "anterior está una columna a la izquierda, `pattern[h, t, t - 1]`: la diagonal de debajo, "
-            "`diagonal(offset=-1, dim1=-2, dim2=-1)`.",
-            "you read the main diagonal, `pattern[h, t, t]`: each token's attention to itself. The previous token "
-            "is one column to the left, `pattern[h, t, t - 1]`: the diagonal below, "
-            "`diagonal(offset=-1, dim1=-2, dim2=-1)`.",
-        ),
-        "ptok_next": (
-            "te salen ceros: lees `pattern[h, t, t + 1]` (la diagonal de encima, `offset=1`, o el patrón "
-            "traspuesto), la atención al token siguiente, que la máscara causal pone a cero. Las filas son quien "
-            "mira (t) y las columnas a quién mira: usa `pattern[h, t, t - 1]`, `offset=-1`.",
-            "you get zeros: you read `pattern[h, t, t + 1]` (the diagonal above, `offset=1`, or the transposed "
-            "pattern), the attention to the next token, which the causal mask sets to zero. Rows are who looks "
-            "(t) and columns whom it looks at: use `pattern[h, t, t - 1]`, `offset=-1`.",
-        ),
-        "ptok_sum": (
-            "sumas la atención al token anterior sobre las posiciones: falta dividir entre las T − 1 = {T1} "
-            "posiciones (la media), para que una cabeza que siempre mira al anterior puntúe 1.",
-            "you sum the attention to the previous token over the positions: it still has to be divided by the "
-            "T − 1 = {T1} positions (the mean), so that a head that always looks at the previous token scores 1.",
-        ),
-        "ptok_max": (
-            "tomas el máximo sobre las posiciones: la puntuación es la media de `pattern[h, t, t - 1]` sobre "
-            "t = 1 … T − 1.",
-            "you take the maximum over the positions: the score is the mean of `pattern[h, t, t - 1]` over "
-            "t = 1 … T − 1.",
-        ),
-        "ptok_block": (
-            "promedias todo el bloque `pattern[:, 1:, :-1]`: eso mezcla la atención a todas las posiciones "
-            "anteriores. Quédate solo con su diagonal, `pattern[h, t, t - 1]`.",
-            "you average the whole block `pattern[:, 1:, :-1]`: that mixes the attention to every earlier "
-            "position. Keep only its diagonal, `pattern[h, t, t - 1]`.",
-        ),
-        "ptok_other": (
-            "con un patrón de {H} cabezas y T = {T} devuelves {got}. Cada cabeza: la media de "
-            "`pattern[h, t, t - 1]` sobre t = 1 … T − 1.",
-            "with a pattern of {H} heads and T = {T} you return {got}. Each head: the mean of "
-            "`pattern[h, t, t - 1]` over t = 1 … T − 1.",
         ),
         # ---- 13.induction_score
         "ind_last_copy": (
@@ -836,68 +788,3 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
         "Comparar estos logits con los del modelo entero dice cuánto aporta esa cabeza.",
         "Comparing these logits with the whole model's says how much that head contributes.",
     )
-
-
-# ---- the old exercise 1, 13.previous_token_score: kept for saved copies of the notebook--------------------------------------------------------------
-
-
-def _ptok_pattern(H: int, T: int, seed: int) -> Tensor:
-    """Head 0 mostly on the previous token, head 1 mostly on itself, the others random (float32)."""
-    rand = _causal(H, T, seed)
-    prev = _at(T, lambda t: [t - 1])
-    self_ = _at(T, lambda t: [t])
-    heads = [_mix([(0.7, prev), (0.3, rand[0])]), _mix([(0.6, self_), (0.4, rand[1])])]
-    heads += [rand[h] for h in range(2, H)]
-    return torch.stack(heads).float()
-
-
-# (H, T, seed): three, two and four heads, lengths 7, 10 and 6 (never H: a score per position is not one per head).
-_PTOK_CASES = [(3, 7, 1), (2, 10, 2), (4, 6, 3)]
-
-
-def _ptok_mistakes(p: Tensor) -> list[tuple[str, Tensor]]:
-    """What each typical mistake gives on one pattern (H, T, T); two ways to make one mistake share a key."""
-    p = p.double()
-    T = p.size(-1)
-    below = p.diagonal(offset=-1, dim1=-2, dim2=-1)  # (H, T-1)
-    diag = p.diagonal(dim1=-2, dim2=-1)  # (H, T)
-    return [
-        ("ptok_over_T", below.sum(-1) / T),
-        ("ptok_self", diag.mean(-1)),
-        ("ptok_self", diag[:, 1:].mean(-1)),
-        ("ptok_next", p.diagonal(offset=1, dim1=-2, dim2=-1).mean(-1)),
-        ("ptok_sum", below.sum(-1)),
-        ("ptok_max", below.max(-1).values),
-        ("ptok_block", p[:, 1:, :-1].mean(dim=(-2, -1))),
-    ]
-
-
-@checker
-def check_previous_token_score(my_previous_token_score: Callable[[Tensor], Any], lang: str | None = None) -> Feedback:
-    """Check ``my_previous_token_score(pattern)`` -> each head's mean attention from t to t − 1 over
-    t = 1 … T − 1 (H numbers: a list or a tensor), ``circuits.previous_token_score(pattern[None])``, on
-    patterns (H, T, T) of three sizes. ``circuits.previous_token_score`` is switched off while the student's
-    function runs. A mistake is named when it explains every case.
-
-    The old exercise 1 of notebook 13, replaced by ``13.ov_circuit`` (it retyped a formula the notebook gives): no
-    longer an exercise of the notebook, with no worked solution, it still checks a saved copy's answer."""
-    patterns = [_ptok_pattern(H, T, seed) for H, T, seed in _PTOK_CASES]
-    right = [circuits.previous_token_score(p[None]).double() for p in patterns]
-    answers = []
-    for p in patterns:
-        H, T, _ = p.shape
-        with forbid([("minitransformer.circuits.previous_token_score", "previous_token_score")], *_SCORE_WHY):
-            got = attempt(lang, my_previous_token_score, p.clone())
-        answers.append(_scores(lang, got, H, T))
-    if all(close(a, r) for a, r in zip(answers, right)):
-        return correct(
-            lang,
-            "Una cabeza de token anterior puntúa cerca de 1; una que reparte la atención por igual, mucho menos.",
-            "A previous-token head scores close to 1; one that spreads its attention evenly, much less.",
-        )
-    bank = [_ptok_mistakes(p) for p in patterns]
-    mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
-    key = diagnose(answers, mistakes, EVERY_CASE)
-    first = next(i for i, (a, r) in enumerate(zip(answers, right)) if not close(a, r))
-    H, T, _ = patterns[first].shape
-    return HINTS(lang, key or "ptok_other", H=H, T=T, T1=T - 1, got=_shown(lang, answers[first]))

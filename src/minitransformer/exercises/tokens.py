@@ -10,8 +10,7 @@ pieces against one, a text so long that a product of probabilities underflows; m
 without writing the code. The student's function gets copies of the lists and dictionaries (with ints of its own,
 so an ``is`` between ids says what it says in a real program), checked unchanged after the call; the package's
 tokenizer, ``tokenizers``, ``sentencepiece`` and ``codecs``' incremental decoder, which the statements forbid, are
-switched off while it runs. The worked solutions are in the answer key :mod:`.solutions.nb11`; ``check_merge`` and
-``check_count_pairs``, the old exercises 2 and 1, stay for saved copies of the notebook.
+switched off while it runs. The worked solutions are in the answer key :mod:`.solutions.nb11`.
 """
 
 from __future__ import annotations
@@ -22,18 +21,16 @@ import math
 import numbers
 import operator
 import unicodedata
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from ..tokenizer import BYTE_ID, ByteBPE, count_pairs, merge, pretokenize, train_bpe, viterbi_split
+from ..tokenizer import BYTE_ID, ByteBPE, merge, train_bpe, viterbi_split
 from ._core import (
     EVERY_CASE,
     Feedback,
     Hints,
     Unfinished,
     attempt,
-    checker,
     correct,
     diagnose,
     exercise,
@@ -47,8 +44,6 @@ __all__ = [
     "check_decode_stream",
     "check_viterbi",
     "check_encode",
-    "check_merge",
-    "check_count_pairs",
 ]
 
 Ids = list[int]
@@ -284,54 +279,6 @@ HINTS = Hints(
             "with {text} you return {got}, scoring {got_score}, and {want} scores {want_score}: look for the split "
             "with the greatest sum of log_prob.",
         ),
-        "not_dict": (
-            "devuelve un diccionario {{(a, b): veces}}, no {got}.",
-            "return a dictionary {{(a, b): count}}, not {got}.",
-        ),
-        "bad_keys": (
-            "las claves del diccionario deben ser tuplas de dos ids, (izquierda, derecha); tienes la clave {bad!r}.",
-            "the dictionary's keys must be tuples of two ids, (left, right); you have the key {bad!r}.",
-        ),
-        "across_words": (
-            "cuentas también los pares que cruzan de una palabra a la siguiente: los pares se cuentan dentro de "
-            "cada palabra (con {words} sobra el par {extra}).",
-            "you also count the pairs that cross from one word to the next: pairs are counted inside each word "
-            "(with {words} the pair {extra} should not be there).",
-        ),
-        "once_per_word": (
-            "cuentas cada par una vez por palabra: cuenta cada aparición (con {words} el par {pair} aparece {n} veces).",
-            "you count each pair once per word: count every occurrence (with {words} the pair {pair} occurs {n} times).",
-        ),
-        "no_overlap": (
-            "los pares se solapan: en {words} el par {pair} aparece {n} veces (cada posición con la siguiente), "
-            "aunque al fusionar luego solo quepan menos.",
-            "pairs overlap: in {words} the pair {pair} occurs {n} times (each position with the next one), even if "
-            "fewer fit when merging later.",
-        ),
-        "set_to_one": (
-            "pones cada par a 1: suma 1 cada vez que aparece (con {words} el par {pair} aparece {n} veces).",
-            "you set each pair to 1: add 1 every time it occurs (with {words} the pair {pair} occurs {n} times).",
-        ),
-        "last_word_wins": (
-            "el recuento de un par que aparece en varias palabras se suma, y el tuyo se queda con el de la última "
-            "(dict.update sustituye, no suma): con {words} el par {pair} aparece {n} veces.",
-            "the count of a pair that occurs in several words adds up, and yours keeps the last word's (dict.update "
-            "replaces, it does not add): with {words} the pair {pair} occurs {n} times.",
-        ),
-        "count_type": (
-            "cada recuento debe ser un número entero (int), y el del par {pair} es {got}: convierte cada valor con "
-            "int(...) antes de guardarlo.",
-            "each count must be an integer (int), and the one of the pair {pair} is {got}: turn each value into an "
-            "int(...) before storing it.",
-        ),
-        "below_256": (
-            "aciertas con ids menores que 256 (los bytes), pero no con ids mayores, como los de los tokens que crean "
-            "las fusiones (con {case}): ¿guardas o comparas los ids con algo que solo admite 256 valores, como una "
-            "tabla de 256 o bytes(...)?",
-            "you are right with ids below 256 (the bytes), but not with larger ids, such as those of the tokens that "
-            "merges make (with {case}): do you store or compare the ids with something that only holds 256 values, "
-            "such as a table of 256 or bytes(...)?",
-        ),
         "mutates": (
             "tu función cambia `{arg}`, que recibe (antes {before}, después {after}): quien la llama lo sigue "
             "necesitando tal cual. No lo modifiques con pop, remove o asignando en él: construye listas o "
@@ -340,22 +287,6 @@ HINTS = Hints(
             "needs it as it was. Do not change it with pop, remove or by assigning into it: build new lists or "
             "dictionaries.",
         ),
-        "reversed": (
-            "tus pares están al revés: la clave es (izquierda, derecha), en el orden del texto.",
-            "your pairs are reversed: the key is (left, right), in the text's order.",
-        ),
-        "last_pair": (
-            "te falta el último par de cada palabra: una palabra de n ids tiene n − 1 pares.",
-            "the last pair of each word is missing: a word of n ids has n − 1 pairs.",
-        ),
-        "single_ids": (
-            "cuentas ids sueltos: cuenta pares de ids vecinos, (ids[i], ids[i + 1]).",
-            "you count single ids: count pairs of neighbouring ids, (ids[i], ids[i + 1]).",
-        ),
-        "counts": (
-            "con las palabras {words} tu recuento es {got}: revisa qué pares cuentas y cuántas veces.",
-            "with the words {words} your count is {got}: check which pairs you count and how many times.",
-        ),
         "not_list": (
             "devuelve una lista de ids (enteros), no {got}.",
             "return a list of ids (integers), not {got}.",
@@ -363,54 +294,6 @@ HINTS = Hints(
         "strings": (
             "devuelves textos ({item_es}): el tokenizador devuelve ids, números enteros.",
             "you return texts ({item_en}): the tokenizer returns ids, integers.",
-        ),
-        "first_only": (
-            "solo fusionas la primera aparición del par: fusiona todas (con {ids} y el par {pair}).",
-            "you merge only the first occurrence of the pair: merge all of them (with {ids} and the pair {pair}).",
-        ),
-        "right_to_left": (
-            "fusionas de derecha a izquierda: cuando dos apariciones se solapan ({ids} con el par {pair}), gana la "
-            "de la izquierda.",
-            "you merge from right to left: when two occurrences overlap ({ids} with the pair {pair}), the left one "
-            "wins.",
-        ),
-        "no_skip": (
-            "tras fusionar un par, salta los dos ids que acabas de juntar: el segundo ya forma parte del token "
-            "nuevo (con {ids} y el par {pair}).",
-            "after merging a pair, skip both ids you have just joined: the second one is already part of the new "
-            "token (with {ids} and the pair {pair}).",
-        ),
-        "drops_last": (
-            "pierdes el último id cuando no forma parte del par: recorre la lista hasta el final (con {ids}).",
-            "you lose the last id when it is not part of the pair: go through the list to the end (with {ids}).",
-        ),
-        "both_orders": (
-            "fusionas también el par al revés: solo se fusiona {pair}, con ese orden (con {ids}).",
-            "you also merge the pair the other way round: only {pair} is merged, in that order (with {ids}).",
-        ),
-        "as_text": (
-            "comparas los ids escritos como texto, y el texto del par aparece también dentro de otros números "
-            "(con {ids} y el par {pair}): compara los ids como números, de dos en dos.",
-            "you compare the ids written as text, and the pair's text also appears inside other numbers (with "
-            "{ids} and the pair {pair}): compare the ids as numbers, two at a time.",
-        ),
-        "new_id": (
-            "el token nuevo debe tener el id que recibes, new_id = {new_id}.",
-            "the new token must have the id you are given, new_id = {new_id}.",
-        ),
-        "identity": (
-            "comparas los ids con `is`, que pregunta si son el mismo objeto, no el mismo número: Python guarda una "
-            "sola copia de los enteros pequeños (hasta 256), así que funciona con bytes y falla con ids como los "
-            "de {pair} (con {ids}). Compara números con ==.",
-            "you compare the ids with `is`, which asks whether they are the same object, not the same number: Python "
-            "keeps a single copy of small integers (up to 256), so it works with bytes and fails with ids such as "
-            "those of {pair} (with {ids}). Compare numbers with ==.",
-        ),
-        "merge_wrong": (
-            "con {ids}, el par {pair} y new_id = {new_id} devuelves {got}: cada aparición del par, de izquierda a "
-            "derecha, se convierte en new_id y el resto queda igual.",
-            "with {ids}, the pair {pair} and new_id = {new_id} you return {got}: each occurrence of the pair, from "
-            "left to right, becomes new_id and the rest stays as it is.",
         ),
         "code_points": (
             "partes de los puntos de código (ord) de cada carácter: el tokenizador parte de los bytes UTF-8 "
@@ -501,23 +384,6 @@ def _ids(lang: str, got: Any) -> Ids:
     return list(got)
 
 
-def _counts(lang: str, got: Any) -> dict[tuple[int, int], int]:
-    """The student's counts without zero entries, or a stop naming what is wrong."""
-    if not isinstance(got, Mapping):
-        raise stop(HINTS(lang, "not_dict", got=type_name(got)))
-    if got and all(isinstance(k, int) for k in got):
-        raise stop(HINTS(lang, "single_ids"))
-    out = {}
-    for key, value in got.items():
-        if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, int) for k in key)):
-            raise stop(HINTS(lang, "bad_keys", bad=key))
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # a tensor, a float, ...
-            raise stop(HINTS(lang, "count_type", pair=key, got=_short(value, 40)))
-        if value != 0:
-            out[key] = int(value)
-    return out
-
-
 # What the statements forbid: the package's tokenizer and Hugging Face's tokenizers (where installed).
 _PACKAGE_TOOLS = (
     ("minitransformer.tokenizer.count_pairs", "count_pairs"),
@@ -565,13 +431,6 @@ def _call(lang: str, fn: Callable[..., Any], args: dict[str, Any], why: tuple[st
     return got
 
 
-def _big(ids: Any) -> bool:
-    """Whether ids (nested in lists and tuples) hold one of 256 or more: one no byte has."""
-    if isinstance(ids, int):
-        return ids >= 256
-    return isinstance(ids, (list, tuple)) and any(_big(i) for i in ids)
-
-
 def _answers(
     cases: list[Any],
     answer: Callable[[Any], Any],
@@ -596,14 +455,6 @@ def _answers(
                 raise stop(named) from None
             raise
     return out
-
-
-def _only_bytes(cases: list[Any], answers: list[Any], right: Callable[[Any], Any]) -> bool:
-    """Every case without ids of 256 or more right, and some case with one wrong."""
-    pairs = list(zip(cases, answers))
-    return all(got == right(c) for c, got in pairs if not _big(c)) and any(
-        got != right(c) for c, got in pairs if _big(c)
-    )
 
 
 def _named(answers: list[Any], cases: list[Any], mistakes: list[tuple[Callable[..., Any], str]]) -> tuple | None:
@@ -1152,6 +1003,31 @@ def _apply(ids: Ids, merges: Merges, step: Callable[[Ids, tuple[int, int], int],
     return ids
 
 
+# the wrong ways to merge one pair, applied merge after merge by the encode mistakes below
+def _first_only(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [new] + ids[i + 2 :]
+    return list(ids)
+
+
+def _right_to_left(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    return merge(ids[::-1], pair[::-1], new)[::-1]
+
+
+def _identity(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    """``ids[i] is pair[0]``: true for equal ints up to 256 only (CPython keeps one copy of each)."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and all(x == y and -5 <= x <= 256 for x, y in zip(ids[i : i + 2], pair)):
+            out.append(new)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
 def _encode_cases() -> list[tuple[str, Merges]]:
     a, b, c = (BYTE_ID[ord(x)] for x in "abc")
     learned = list(train_bpe("el año y el niño y el ñandú comen, el año que viene", 256 + 14).merges)
@@ -1263,254 +1139,3 @@ def check_encode(fn: Callable[[str, Merges], Any], lang: str | None = None) -> F
             where["n"] = len(word.encode("utf-8"))
         raise stop(HINTS(lang, named[1], **where))
     raise stop(HINTS(lang, "encode_wrong", got=_short(got, 60), **where))
-
-
-# ---- the old exercise 2, 11.merge: kept for saved copies of the notebook -------------------------
-
-
-def _merge_cases() -> list[tuple[Ids, tuple[int, int], int]]:
-    word = _words(" año, ñu y ñandú")
-    flat = [i for w in word for i in w]
-    n_tilde = (BYTE_ID[0xC3], BYTE_ID[0xB1])  # the two bytes of ñ
-    return [
-        ([1, 2, 3, 1, 2, 7], (1, 2), 9),
-        ([5, 5, 5], (5, 5), 9),
-        ([2, 1, 2, 1, 4], (1, 2), 99),
-        ([5, 5, 5, 5, 6], (5, 5), 200),
-        ([3], (3, 4), 9),
-        ([], (3, 4), 9),
-        ([11, 2, 1, 21, 2, 1, 2], (1, 2), 99),  # «1 2» written as text is also inside «11 2» and «21 2»
-        # the ids of merged tokens, after every case of bytes: 256 (the first new one; CPython keeps one copy
-        # of it, so `is` still works), then 257 and more, which are not consecutive
-        (flat, n_tilde, 256),
-        ([256, 5, 256, 256, 5, 7], (256, 5), 257),
-        ([300, 257, 300, 257, 257, 300, 9], (257, 300), 1000),
-        ([258, 258, 258, 9, 258], (258, 258), 700),
-    ]
-
-
-def _first_only(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    for i in range(len(ids) - 1):
-        if (ids[i], ids[i + 1]) == pair:
-            return ids[:i] + [new] + ids[i + 2 :]
-    return list(ids)
-
-
-def _right_to_left(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    return merge(ids[::-1], pair[::-1], new)[::-1]
-
-
-def _no_skip(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    out = []
-    i = 0
-    while i < len(ids):
-        out.append(new if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair else ids[i])
-        i += 1
-    return out
-
-
-def _drops_last(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    """A loop that stops one id early: the last id is lost unless it ends a merged pair."""
-    out, i = [], 0
-    while i < len(ids) - 1:
-        if (ids[i], ids[i + 1]) == pair:
-            out.append(new)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def _both_orders(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (pair, pair[::-1]):
-            out.append(new)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def _as_text(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    """The ids written as text and the pair replaced as text: «1 2» also matches inside «11 2»."""
-    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new))
-    return [int(x) for x in text.split()]
-
-
-def _identity(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    """``ids[i] is pair[0]``: true for equal ints up to 256 only (CPython keeps one copy of each)."""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and all(x == y and -5 <= x <= 256 for x, y in zip(ids[i : i + 2], pair)):
-            out.append(new)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-_MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = [
-    (_first_only, "first_only"),
-    (_right_to_left, "right_to_left"),
-    (_no_skip, "no_skip"),
-    (_drops_last, "drops_last"),
-    (_both_orders, "both_orders"),
-    (_as_text, "as_text"),
-    (_identity, "identity"),
-]
-
-_MERGE_WHY = (
-    "escribe tú la fusión, sin `merge` ni el resto del tokenizador del paquete, ni `tokenizers`.",
-    "write the merge yourself, without the package's `merge` or the rest of its tokenizer, or `tokenizers`.",
-)
-
-
-@checker
-def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None = None) -> Feedback:
-    """``fn(ids, pair, new_id)`` -> ``ids`` with every occurrence of ``pair``, from left to right,
-    replaced by ``new_id``.
-
-    The old exercise 2 of notebook 11, replaced by ``11.viterbi`` (it retyped ``merge_by_hand``, which the notebook
-    shows): no longer an exercise, with no worked solution, it still checks a saved copy's answer."""
-    cases = _merge_cases()
-
-    def below_256(case: tuple[Ids, tuple[int, int], int]) -> Feedback:
-        return HINTS(lang, "below_256", case=f"{_short(case[0], 50)}, {case[1]}, {case[2]}")
-
-    def answer(case: tuple[Ids, tuple[int, int], int]) -> Ids:
-        return _ids(lang, _call(lang, fn, dict(zip(("ids", "pair", "new_id"), case)), _MERGE_WHY))
-
-    answers = _answers(cases, answer, lambda c: merge(*c), lambda c: below_256(c) if _big(c) else None)
-    if all(got == merge(*case) for case, got in zip(cases, answers)):
-        return correct(
-            lang,
-            "Entrenar BPE es repetir esto con el par más frecuente, y codificar, repetirlo con las fusiones "
-            "aprendidas.",
-            "Training BPE is repeating this with the most frequent pair, and encoding is repeating it with the "
-            "learned merges.",
-        )
-    (ids, pair, new), got = next((c, g) for c, g in zip(cases, answers) if g != merge(*c))
-    where = dict(ids=_short(ids, 60), pair=pair, new_id=new)
-    named = _named(answers, cases, _MERGE_MISTAKES)
-    if named is not None:
-        raise stop(HINTS(lang, named[1], **where))
-
-    def other_id(case: tuple[Ids, tuple[int, int], int], got: Ids) -> bool:  # right, but for the new token's id
-        want = merge(*case)
-        return len(got) == len(want) and all(g == w for g, w in zip(got, want) if w != case[2])
-
-    if all(other_id(case, got) for case, got in zip(cases, answers)):
-        raise stop(HINTS(lang, "new_id", **where))
-    if _only_bytes(cases, answers, lambda c: merge(*c)):
-        raise stop(below_256(next(c for c, g in zip(cases, answers) if _big(c) and g != merge(*c))))
-    raise stop(HINTS(lang, "merge_wrong", got=_short(got, 60), **where))
-
-
-# ---- the old exercise 1, 11.count_pairs: kept for saved copies of the notebook ------------------
-
-
-def _words(text: str) -> list[Ids]:
-    return [[BYTE_ID[b] for b in piece.encode("utf-8")] for piece in pretokenize(text)]
-
-
-def _count_cases() -> list[list[Ids]]:
-    return [
-        [[1, 2, 3], [2, 3, 4, 2]],  # (3, 2) and (4, 2)... only inside words
-        [[5, 5, 5, 5], [6, 5, 5]],  # overlapping (5, 5)
-        [[7], [], [8, 9], [9, 8]],
-        [[5, 6], [5, 5, 5]],  # a pair in two words: the counts add up
-        _words("el año, el niño y el ñandú"),  # real bytes: ñ is two
-        # the ids of merged tokens, after every case of bytes: 256 (the first new one), 257 and more
-        [[256, 300, 256, 300], [257, 1, 257, 1, 257]],
-        [[1000, 1000, 1000], [300, 1000], [256]],
-    ]
-
-
-def _once_per_word(words: list[Ids]) -> dict:
-    return dict(Counter(p for ids in words for p in set(zip(ids, ids[1:]))))
-
-
-def _non_overlapping(words: list[Ids]) -> dict:
-    counts: Counter = Counter()
-    for ids in words:
-        i = 0
-        while i + 1 < len(ids):
-            counts[(ids[i], ids[i + 1])] += 1
-            i += 2 if ids[i] == ids[i + 1] else 1  # a run a a a counted as a merge would take it
-    return dict(counts)
-
-
-def _last_word_wins(words: list[Ids]) -> dict:
-    """``counts.update(Counter(pairs of one word))``, word after word: replaces instead of adding."""
-    counts: dict = {}
-    for ids in words:
-        counts.update(Counter(zip(ids, ids[1:])))
-    return counts
-
-
-def _present(words: list[Ids]) -> dict:
-    """Every pair set to 1 (``counts[pair] = 1``)."""
-    return dict.fromkeys(count_pairs(words), 1)
-
-
-_COUNT_MISTAKES: list[tuple[Callable[[list[Ids]], dict], str]] = [
-    (lambda words: dict(count_pairs([[i for w in words for i in w]])), "across_words"),
-    (_once_per_word, "once_per_word"),
-    (_non_overlapping, "no_overlap"),
-    (_present, "set_to_one"),
-    (_last_word_wins, "last_word_wins"),
-    (lambda words: {(b, a): n for (a, b), n in count_pairs(words).items()}, "reversed"),
-    (lambda words: dict(count_pairs([w[:-1] for w in words])), "last_pair"),
-]
-
-
-_COUNT_WHY = (
-    "cuenta tú los pares, sin `count_pairs` ni el resto del tokenizador del paquete, ni `tokenizers`.",
-    "count the pairs yourself, without the package's `count_pairs` or the rest of its tokenizer, or `tokenizers`.",
-)
-
-
-@checker
-def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -> Feedback:
-    """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids).
-
-    The old exercise 1 of notebook 11, replaced by ``11.decode_stream`` (it retyped what the notebook shows): no
-    longer an exercise, with no worked solution, it still checks a saved copy's answer."""
-    cases = _count_cases()
-
-    def right(words: list[Ids]) -> dict:
-        return dict(count_pairs(words))
-
-    def below_256(words: list[Ids]) -> Feedback:
-        return HINTS(lang, "below_256", case=_short(words, 70))
-
-    answers = _answers(
-        cases,
-        lambda words: _counts(lang, _call(lang, fn, {"words": words}, _COUNT_WHY)),
-        right,
-        lambda words: below_256(words) if _big(words) else None,
-    )
-    if all(got == right(words) for words, got in zip(cases, answers)):
-        return correct(
-            lang,
-            "Con los recuentos de todo un corpus (cada palabra ponderada por sus apariciones), el par más frecuente "
-            "es la siguiente fusión.",
-            "With the counts of a whole corpus (each word weighted by how often it occurs), the most frequent pair "
-            "is the next merge.",
-        )
-    words, got = next((w, g) for w, g in zip(cases, answers) if g != right(w))
-    want, shown = right(words), _short(words, 70)
-    named = _named(answers, cases, _COUNT_MISTAKES)
-    if named is not None:
-        model, key = named
-        wrong = model(words)
-        pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
-        extra = next((p for p in wrong if p not in want), pair)
-        raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
-    if _only_bytes(cases, answers, right):
-        raise stop(below_256(next(w for w, g in zip(cases, answers) if _big(w) and g != right(w))))
-    raise stop(HINTS(lang, "counts", words=shown, got=_short(got, 70)))
