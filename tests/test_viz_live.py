@@ -211,6 +211,53 @@ def test_the_heads_control_draws_the_chosen_head_of_every_example():
     assert Image.open(io.BytesIO(control.png)).width == sum(widths) + 16
 
 
+def test_pickers_in_a_row_only_when_asked_and_still_wired():
+    """Live(pickers_in_a_row=True) puts the button pickers side by side in one row where the first one was; by
+    default each control has its own row. Either way a click on a picker redraws."""
+
+    def draw(step, layer, head):
+        from matplotlib.figure import Figure
+
+        fig = Figure()
+        fig.add_subplot().set_title(f"{step} {layer} {head}")
+        return fig
+
+    def controls():
+        return {
+            "step": live.Control("paso", "step", [0, 10, 20]),
+            "layer": live.Control("bloque", "block", [0, 1], buttons=True),
+            "head": live.Control("cabeza", "head", [0, 1, 2], buttons=True),
+        }
+
+    plain = live.Live(draw, controls(), "en")
+    assert [type(w).__name__ for w in plain.widget.children] == [
+        "SelectionSlider",
+        "ToggleButtons",
+        "ToggleButtons",
+        "Image",
+    ]
+    row = live.Live(draw, controls(), "es", pickers_in_a_row=True)
+    slider, pickers, image = row.widget.children
+    assert type(slider).__name__ == "SelectionSlider" and type(pickers).__name__ == "HBox" and image is row._image
+    assert [w.description for w in pickers.children] == ["bloque", "cabeza"]
+    before = row._image.value
+    pickers.children[1].value = 2  # a click on head 2
+    assert row.values["head"] == 2 and row.figures[0].axes[0].get_title() == "0 0 2" and row._image.value != before
+    # one picker alone stays as it is
+    single = live.Live(
+        draw,
+        {k: v for k, v in controls().items() if k != "head"} | {"head": live.Control("c", "h", [0])},
+        "en",
+        pickers_in_a_row=True,
+    )
+    assert [type(w).__name__ for w in single.widget.children] == [
+        "SelectionSlider",
+        "ToggleButtons",
+        "SelectionSlider",
+        "Image",
+    ]
+
+
 def test_a_value_a_control_does_not_have_is_refused_in_both_languages(gpt):
     control = sampling_control(gpt)
     with pytest.raises(CourseError) as e:
