@@ -211,6 +211,53 @@ def test_the_heads_control_draws_the_chosen_head_of_every_example():
     assert Image.open(io.BytesIO(control.png)).width == sum(widths) + 16
 
 
+def test_pickers_in_a_row_only_when_asked_and_still_wired():
+    """Live(pickers_in_a_row=True) puts the button pickers side by side in one row where the first one was; by
+    default each control has its own row. Either way a click on a picker redraws."""
+
+    def draw(step, layer, head):
+        from matplotlib.figure import Figure
+
+        fig = Figure()
+        fig.add_subplot().set_title(f"{step} {layer} {head}")
+        return fig
+
+    def controls():
+        return {
+            "step": live.Control("paso", "step", [0, 10, 20]),
+            "layer": live.Control("bloque", "block", [0, 1], buttons=True),
+            "head": live.Control("cabeza", "head", [0, 1, 2], buttons=True),
+        }
+
+    plain = live.Live(draw, controls(), "en")
+    assert [type(w).__name__ for w in plain.widget.children] == [
+        "SelectionSlider",
+        "ToggleButtons",
+        "ToggleButtons",
+        "Image",
+    ]
+    row = live.Live(draw, controls(), "es", pickers_in_a_row=True)
+    slider, pickers, image = row.widget.children
+    assert type(slider).__name__ == "SelectionSlider" and type(pickers).__name__ == "HBox" and image is row._image
+    assert [w.description for w in pickers.children] == ["bloque", "cabeza"]
+    before = row._image.value
+    pickers.children[1].value = 2  # a click on head 2
+    assert row.values["head"] == 2 and row.figures[0].axes[0].get_title() == "0 0 2" and row._image.value != before
+    # one picker alone stays as it is
+    single = live.Live(
+        draw,
+        {k: v for k, v in controls().items() if k != "head"} | {"head": live.Control("c", "h", [0])},
+        "en",
+        pickers_in_a_row=True,
+    )
+    assert [type(w).__name__ for w in single.widget.children] == [
+        "SelectionSlider",
+        "ToggleButtons",
+        "SelectionSlider",
+        "Image",
+    ]
+
+
 def test_a_value_a_control_does_not_have_is_refused_in_both_languages(gpt):
     control = sampling_control(gpt)
     with pytest.raises(CourseError) as e:
@@ -224,7 +271,12 @@ def test_a_value_a_control_does_not_have_is_refused_in_both_languages(gpt):
         live.encoding_control(20, 16, "en").set(pair=8)  # 16 dimensions: pairs 0 to 7
 
 
-LIVE_CELLS = {"03": "encoding_control(", "08": "heads_control(", "09": "next_token_control("}
+LIVE_CELLS = {
+    "03": "encoding_control(",
+    "08": "heads_control(",
+    "09": "next_token_control(",
+    "13": "phase_change_control(",
+}
 
 
 @pytest.mark.parametrize("number", sorted(LIVE_CELLS))
@@ -270,3 +322,172 @@ def test_the_builder_stores_the_still_figure_byte_for_byte(tmp_path):
     assert stored[0] == stored[1]
     png = Image.open(io.BytesIO(base64.b64decode(stored[0]["data"]["image/png"])))
     assert png.size[0] > 600  # the figure, not an empty picture
+
+
+# --------------------------------------------------------------------------- 13: the phase change
+
+TINY = dict(vocab_size=10, min_period=3, max_period=6, length=16, d_model=16, n_heads=2, steps=40, batch_size=8)
+TINY_RUN = dict(record_every=10, probe_size=8, icl_early=1, icl_late=14)
+
+
+@pytest.fixture(scope="module")
+def phase():
+    """A short training of notebook 13's recipe, made small: the history holds what the notebook's holds (the
+    attention of the probe's first rows at every record), and the probe's periods."""
+    from minitransformer.course.induction import InductionRecipe, train_induction_model
+
+    recipe = InductionRecipe(**TINY, **TINY_RUN)
+    _, history = train_induction_model(seed=0, recipe=recipe, progress=False)
+    history.induction = [s.clone() for s in history.induction]
+    history.induction[3][1, 0] = 0.7  # an onset at step 30, whatever this short run learnt
+    assert history.onset() == 30
+    return history, recipe.probe()[1]
+
+
+def uniform_scores(periods, T):
+    """The uniform causal head's scores on the probe, written out: row t puts 1 / (t + 1) on every position."""
+    t = np.arange(T)
+    previous = np.mean(1 / (t[1:] + 1))
+    weights = [sum(1 / (t + 1) for _ in range(t - P + 1, 0, -P)) for P in periods.tolist() for t in range(P, T)]
+    return float(np.mean(weights)), float(previous)
+
+
+def legend(ax):
+    return [text.get_text() for text in ax.get_legend().get_texts()]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_the_phase_change_control_draws_the_stored_pattern_and_scores_of_the_step(phase, lang):
+    history, periods = phase
+    control = live.phase_change_control(history, periods, lang)
+    # at the start: the onset, block 1's head with the highest induction score at the end, the first row
+    assert control.values == {"step": 30, "layer": 1, "head": int(history.induction[-1][1].argmax()), "row": 0}
+    want_uniform = uniform_scores(periods, 16)
+    for step, layer, head, row in [(30, 1, 0, 0), (0, 0, 1, 2), (40, 1, 1, 3), (10, 0, 0, 1)]:
+        pattern_fig, scores_fig = control.set(step=step, layer=layer, head=head, row=row)
+        r = history.steps.index(step)
+        P = int(periods[row])
+        # the pattern: exactly the one stored at that step for that head and row, the row's period marked
+        ax = pattern_fig.axes[0]
+        np.testing.assert_array_equal(ax.images[0].get_array(), history.patterns[r][layer, head, row].numpy())
+        word = {"es": ("cabeza", "paso", "fila"), "en": ("head", "step", "row")}[lang]
+        assert ax.get_title() == f"{word[0]} {layer}.{head}, {word[1]} {step}\n{word[2]} {row}, P = {P}"
+        across = [line.get_ydata()[0] for line in ax.lines if list(line.get_xdata()) == [0, 1]]
+        down = [line.get_xdata()[0] for line in ax.lines if list(line.get_ydata()) == [0, 1]]
+        assert across == down == [k - 0.5 for k in range(P, 16, P)]
+        # the scores: that head's along the training, the uniform head's across, the copy loss and in-context
+        # learning; the step marked and its values written the reader's way; the onset marked
+        top, bottom = scores_fig.axes
+        ind = [float(s[layer, head]) for s in history.induction]
+        prev = [float(s[layer, head]) for s in history.previous_token]
+        curves = [line for line in top.lines if len(line.get_xdata()) == len(history.steps)]
+        assert [list(line.get_xdata()) for line in curves] == [history.steps] * 2
+        np.testing.assert_allclose(curves[0].get_ydata(), ind, rtol=1e-6)
+        np.testing.assert_allclose(curves[1].get_ydata(), prev, rtol=1e-6)
+        across = [line.get_ydata()[0] for line in top.lines if list(line.get_xdata()) == [0, 1]]
+        np.testing.assert_allclose(across, want_uniform, rtol=1e-5)
+        (dots,) = [line for line in top.lines if line.get_marker() == "o" and line.get_linestyle() == "None"]
+        assert list(dots.get_xdata()) == [step, step]
+        np.testing.assert_allclose(dots.get_ydata(), [ind[r], prev[r]], rtol=1e-6)
+        curves = [line for line in bottom.lines if len(line.get_xdata()) == len(history.steps)]
+        np.testing.assert_allclose(curves[0].get_ydata(), history.copy_loss, rtol=1e-6)
+        np.testing.assert_allclose(curves[1].get_ydata(), history.in_context, rtol=1e-6)
+        for ax in (top, bottom):
+            marks = {line.get_xdata()[0]: line.get_linestyle() for line in ax.lines if list(line.get_ydata()) == [0, 1]}
+            assert marks[30] == ":" and step in marks  # the onset dotted, the step solid (the same line at 30)
+        values = [ind[r], prev[r], *want_uniform]
+        number = (
+            (lambda x: f"{x:.2f}".replace(".", ",").replace("-", "−"))
+            if lang == "es"
+            else (lambda x: f"{x:.2f}".replace("-", "−"))
+        )
+        name = f"{layer}.{head}"  # a head's name keeps its point in Spanish too
+        if lang == "es":
+            top_names = [
+                f"inducción {name}",
+                f"token anterior {name}",
+                "uniforme (inducción)",
+                "uniforme (token anterior)",
+            ]
+            bottom_names = ["pérdida de copia", "aprendizaje en contexto", "inicio (inducción > 0,5)"]
+            onset, title = "paso 30", f"Cabeza {name} en el paso {step}"
+        else:
+            top_names = [
+                f"induction {name}",
+                f"previous token {name}",
+                "uniform (induction)",
+                "uniform (previous token)",
+            ]
+            bottom_names = ["copy loss", "in-context learning", "onset (induction > 0.5)"]
+            onset, title = "step 30", f"Head {name} at step {step}"
+        assert legend(top) == [f"{n}: {number(v)}" for n, v in zip(top_names, values)]
+        bottom_values = [number(history.copy_loss[r]), number(history.in_context[r]), onset]
+        assert legend(bottom) == [f"{n}: {v}" for n, v in zip(bottom_names, bottom_values)]
+        assert top.get_title() == title
+    # the step slider above, the three pickers side by side under it (the figure stays high on a projector's screen),
+    # the step slider's labels: the recorded steps, the onset named
+    slider, pickers, image = control.widget.children
+    assert image is control._image and [type(w).__name__ for w in pickers.children] == ["ToggleButtons"] * 3
+    assert [value for _, value in slider.options] == history.steps
+    assert dict(slider.options)[f"30  ({'inicio' if lang == 'es' else 'onset'})"] == 30
+    assert pickers.children[2].options[2] == (f"2  (P = {int(periods[2])})", 2)
+    assert [w.description for w in (slider, *pickers.children)] == (
+        ["paso de entrenamiento", "bloque", "cabeza", "fila"]
+        if lang == "es"
+        else ["training step", "block", "head", "row"]
+    )
+
+
+def test_the_phase_change_control_redraws_when_a_picker_moves_and_uses_core_widgets(phase):
+    history, periods = phase
+    control = live.phase_change_control(history, periods, "en", step=0, layer=0, head=0)
+    box = control.widget  # built as the notebook shows it
+    before = control._image.value
+    control._inputs["step"].value = 40  # what the browser sends when the slider is let go
+    assert control.values["step"] == 40 and control._image.value not in (before, b"")
+    control._inputs["layer"].value = 1  # a click on block 1
+    np.testing.assert_array_equal(
+        control.figures[0].axes[0].images[0].get_array(), history.patterns[-1][1, 0, 0].numpy()
+    )
+    for w in widgets_in(box):
+        assert w._model_module in live.CORE_WIDGETS and w._view_module in live.CORE_WIDGETS, type(w)
+    bundle = control._repr_mimebundle_()
+    assert set(bundle) == {WIDGET_VIEW, "image/png", "text/plain"} and bundle["image/png"] == control.png
+    assert bundle[WIDGET_VIEW]["model_id"] == box.model_id
+    # the still figure is the one at the default values, the same when drawn again
+    assert (
+        live.phase_change_control(history, periods, "en").png == live.phase_change_control(history, periods, "en").png
+    )
+
+
+def test_the_phase_change_control_refuses_what_was_not_stored_in_both_languages(phase):
+    from minitransformer.course.induction import InductionHistory
+    from minitransformer.viz.circuits import plot_scores_at_step
+
+    history, periods = phase
+    control = live.phase_change_control(history, periods, "es")
+    for values, es, en in [
+        (dict(step=15), "paso de entrenamiento", "training step"),  # between two records
+        (dict(layer=2), "bloque", "block"),
+        (dict(head=2), "cabeza", "head"),
+        (dict(row=4), "fila", "row"),  # only the first four rows are kept
+    ]:
+        with pytest.raises(CourseError) as e:
+            control.set(**values)
+        assert f"«{es}»" in e.value.es and f"“{en}”" in e.value.en
+    with pytest.raises(CourseError) as e:
+        live.phase_change_control(history, periods, "es", step=5)
+    assert "paso de entrenamiento" in e.value.es and "training step" in e.value.en
+    with pytest.raises(CourseError) as e:
+        live.phase_change_control(InductionHistory(steps=history.steps, induction=history.induction), periods, "en")
+    assert "patrón" in e.value.es and "pattern" in e.value.en
+    with pytest.raises(CourseError) as e:
+        live.phase_change_control(history, periods[:3], "en")  # fewer periods than kept rows
+    assert "periodos" in e.value.es and "periods" in e.value.en
+    args = (history.steps, history.copy_loss, history.in_context, history.induction, history.previous_token)
+    with pytest.raises(CourseError) as e:
+        plot_scores_at_step(*args, 15, (1, 0), "en")
+    assert "15" in e.value.es and "15" in e.value.en
+    with pytest.raises(CourseError) as e:
+        plot_scores_at_step(*args, 10, (2, 0), "en")
+    assert "bloques" in e.value.es and "blocks" in e.value.en

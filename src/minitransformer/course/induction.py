@@ -476,8 +476,8 @@ CLAIMS = {
         ),
     ),
     "removal": (
-        "quitar: la peor del bloque 0 ≥ 2; la de inducción ≥ 0,5 y menos que las dos del bloque 1, ≥ ln 32",
-        "removal: block 0's worst ≥ 2; the induction head ≥ 0.5 and less than both of block 1, ≥ ln 32",
+        "quitar: la del bloque 0 que más rompe ≥ 2; la de inducción ≥ 0,5 y menos que las dos del bloque 1, ≥ ln 32",
+        "removal: the block-0 head that hurts most ≥ 2; the induction head ≥ 0.5 and less than both of block 1, ≥ ln 32",
         lambda r: (
             max(r["copy_loss_zero"][0]) >= 2.0
             and 0.5 <= r["copy_loss_zero"][1][named_heads(r)["ind"]] < r["copy_loss_both_zero"]

@@ -9,11 +9,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..i18n import tr
+from ..i18n import decimal, error, tr
 from .attention import heatmap
 from .style import localise, to_numpy
 
-__all__ = ["plot_phase_change", "plot_loss_by_position", "plot_head_patterns", "plot_circuits"]
+__all__ = ["plot_phase_change", "plot_scores_at_step", "plot_loss_by_position", "plot_head_patterns", "plot_circuits"]
 
 
 def plot_phase_change(
@@ -91,6 +91,115 @@ def plot_phase_change(
     if onset is not None or halfway is not None:
         top.legend(loc="upper right", fontsize=10)
     bottom.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_scores_at_step(
+    steps: Sequence[int],
+    copy_loss: Sequence[float],
+    in_context: Sequence[float],
+    induction: Sequence,
+    previous_token: Sequence,
+    step: int,
+    head: tuple[int, int],
+    lang: str = "es",
+    uniform: tuple[float, float] | None = None,
+    onset: int | None = None,
+) -> Figure:
+    """One head's scores (top) and the copy loss and in-context learning score (bottom) against the training steps,
+    as in :func:`plot_phase_change`, with ``step`` marked by a vertical line and its values by dots and written in
+    the legends: what a training-step picker shows beside the head's pattern at that step.
+
+    Args:
+        steps: the recorded steps (R,); ``step`` must be one of them.
+        copy_loss, in_context: one value per record (R,).
+        induction, previous_token: one (L, H) tensor per record: each head's score.
+        head: (layer, head) of the head drawn.
+        uniform: the uniform head's (induction, previous-token) scores, drawn across the top panel.
+        onset: the step a head's induction score first passed the threshold, marked on both panels.
+    """
+    steps = [int(s) for s in steps]
+    if step not in steps:
+        raise error(f"el paso {step} no es uno de los registrados", f"step {step} is not one of the recorded steps")
+    r = steps.index(step)
+    _, L, H = np.stack([to_numpy(s) for s in induction]).shape
+    layer, h = head
+    if not (0 <= layer < L and 0 <= h < H):
+        raise error(
+            f"la cabeza ({layer}, {h}) no existe: hay {L} bloques de {H} cabezas",
+            f"head ({layer}, {h}) does not exist: there are {L} blocks of {H} heads",
+        )
+    ind = np.stack([to_numpy(s) for s in induction])[:, layer, h]  # (R,)
+    prev = np.stack([to_numpy(s) for s in previous_token])[:, layer, h]  # (R,)
+    loss, icl = np.asarray(copy_loss, dtype=float), np.asarray(in_context, dtype=float)
+    colour = plt.get_cmap("tab10")(layer * H + h)  # the head's colour in plot_phase_change
+
+    def value(x: float) -> str:  # the reader's way, with a true minus sign as on the ticks
+        return decimal(x, 2, lang).replace("-", "\u2212")
+
+    name = f"{layer}.{h}"
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.6, 4.9), sharex=True)
+    top.plot(steps, ind, color=colour, linewidth=2.2, label=tr(lang, f"inducción {name}", f"induction {name}"))
+    top.plot(
+        steps,
+        prev,
+        color=colour,
+        linewidth=1.5,
+        linestyle="--",
+        label=tr(lang, f"token anterior {name}", f"previous token {name}"),
+    )
+    labels = [value(ind[r]), value(prev[r])]
+    if uniform is not None:
+        top.axhline(
+            uniform[0], color="0.45", linewidth=1.3, label=tr(lang, "uniforme (inducción)", "uniform (induction)")
+        )
+        top.axhline(
+            uniform[1],
+            color="0.45",
+            linewidth=1.1,
+            linestyle="--",
+            label=tr(lang, "uniforme (token anterior)", "uniform (previous token)"),
+        )
+        labels += [value(uniform[0]), value(uniform[1])]
+    top.plot([step, step], [ind[r], prev[r]], linestyle="none", marker="o", markersize=7, color=colour)
+    top.set_ylim(-0.02, 1.02)
+    top.set_ylabel(tr(lang, "puntuación", "score"))
+    bottom.plot(steps, loss, color="black", linewidth=1.8, label=tr(lang, "pérdida de copia", "copy loss"))
+    bottom.plot(
+        steps, icl, color="tab:purple", linewidth=1.8, label=tr(lang, "aprendizaje en contexto", "in-context learning")
+    )
+    bottom.plot([step, step], [loss[r], icl[r]], linestyle="none", marker="o", markersize=7, color="0.2")
+    bottom.axhline(0, color="0.5", linewidth=1)
+    bottom.set_ylabel("nats")
+    bottom.set_xlabel(tr(lang, "paso de entrenamiento", "training step"))
+    bottom_labels = [value(loss[r]), value(icl[r])]
+    for ax in (top, bottom):
+        ax.axvline(step, color="0.3", linewidth=4, alpha=0.35)  # a band: the onset's dotted line shows on it
+        if onset is not None:
+            ax.axvline(
+                onset,
+                color="tab:red",
+                linestyle=":",
+                linewidth=1.6,
+                zorder=3,  # over the step's line when the step is the onset
+                label=tr(lang, "inicio (inducción > 0,5)", "onset (induction > 0.5)") if ax is bottom else None,
+            )
+        ax.grid(alpha=0.3)
+    if onset is not None:
+        bottom_labels.append(tr(lang, f"paso {onset}", f"step {onset}"))
+    localise(fig, lang)
+    # the legends after localise: a head's name "1.0" is not a number to rewrite; each entry ends with its value
+    for ax, values in ((top, labels), (bottom, bottom_labels)):
+        handles, texts = ax.get_legend_handles_labels()
+        ax.legend(
+            handles,
+            [f"{text}: {v}" for text, v in zip(texts, values)],
+            loc="center left",
+            bbox_to_anchor=(1.01, 0.5),
+            fontsize=11,
+        )
+    top.set_title(tr(lang, f"Cabeza {name} en el paso {step}", f"Head {name} at step {step}"))
     fig.tight_layout()
     return fig
 

@@ -13,7 +13,8 @@ notebooks' builder stores no widget view and no widget state (``tools/notebooks.
 holds the still figure only, the same on every run.
 
 The course's controls: :func:`next_token_control` (09: temperature, top-k, top-p and a seeded "sample"
-button), :func:`encoding_control` (03: position and frequency), :func:`heads_control` (08: layer and head).
+button), :func:`encoding_control` (03: position and frequency), :func:`heads_control` (08: layer and head),
+:func:`phase_change_control` (13: training step, layer, head and row over the patterns stored while training).
 A picker over stored snapshots (training steps) is one more :class:`Control` whose options are the steps,
 and a drawing function may return several figures (a head's pattern and the heads' scores beside it): they
 are shown side by side::
@@ -37,11 +38,20 @@ from ..generation import generate
 from ..i18n import check_lang, decimal_commas, error, tr
 from ..positional import sinusoidal_encoding
 from ..sampling import next_token_probs
+from .circuits import plot_head_patterns, plot_scores_at_step
 from .generation import plot_next_token
 from .heads import plot_head_grid
 from .positional import plot_encoding_at
 
-__all__ = ["Control", "Action", "Live", "next_token_control", "encoding_control", "heads_control"]
+__all__ = [
+    "Control",
+    "Action",
+    "Live",
+    "next_token_control",
+    "encoding_control",
+    "heads_control",
+    "phase_change_control",
+]
 
 # The ipywidgets modules a control may use: the core ones, which Colab shows without a custom widget manager.
 CORE_WIDGETS = ("@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output")
@@ -121,6 +131,8 @@ class Live:
         controls: name (the keyword ``draw`` receives) -> :class:`Control`, in the order they are shown.
         lang: "es" or "en", for the labels.
         action: an optional button (:class:`Action`), e.g. "sample".
+        pickers_in_a_row: the button pickers side by side in one row (each with its label), not one under the
+            other: the figure stays higher on a projector's screen.
 
     ``figures`` holds the last drawing (closed for pyplot: the notebook's inline backend does not show it
     again). In a notebook, the control is the cell's value: ``Live(...)`` as the last line shows it.
@@ -132,8 +144,11 @@ class Live:
         controls: Mapping[str, Control],
         lang: str,
         action: Action | None = None,
+        *,
+        pickers_in_a_row: bool = False,
     ):
         self.draw, self.controls, self.lang, self.action = draw, dict(controls), check_lang(lang), action
+        self.pickers_in_a_row = pickers_in_a_row
         self.values: dict[str, Any] = {name: c.default for name, c in self.controls.items()}
         self.figures: list[Figure] = []
         self.png = b""
@@ -227,6 +242,13 @@ class Live:
             box.observe(self._moved(name), names="value")
             self._inputs[name] = box
             rows.append(box)
+        pickers = [self._inputs[name] for name, control in self.controls.items() if control.buttons]
+        if self.pickers_in_a_row and len(pickers) > 1:
+            where = next(i for i, row in enumerate(rows) if row is pickers[0])
+            rows = [row for row in rows if not any(row is box for box in pickers)]
+            for box in pickers[:-1]:
+                box.layout.margin = "0 24px 0 0"
+            rows.insert(where, w.HBox(pickers, layout=w.Layout(flex_flow="row wrap")))
         self._image = w.Image(value=self.png, format="png", layout=w.Layout(max_width="100%", height="auto"))
         if self.action is not None:
             button = w.Button(description=tr(self.lang, self.action.es, self.action.en), button_style="primary")
@@ -413,3 +435,90 @@ def heads_control(
         ]
 
     return Live(draw, controls, lang)
+
+
+# --------------------------------------------------------------------------- 13: the phase change
+
+
+def phase_change_control(
+    history,
+    periods: Sequence[int] | Tensor,
+    lang: str,
+    *,
+    step: int | None = None,
+    layer: int = 1,
+    head: int | None = None,
+    row: int = 0,
+) -> Live:
+    """Training-step, layer, head and row pickers over the attention patterns notebook 13's training stored
+    (:class:`~minitransformer.course.induction.InductionHistory`): nothing is trained or run again.
+
+    On the left, the chosen head's pattern on one of the probe's kept rows at that step
+    (:func:`~minitransformer.viz.circuits.plot_head_patterns`, the row's period marked); on the right, that head's
+    induction and previous-token scores against the uniform head's, the copy loss and the in-context learning score,
+    all along the training with the step marked and its values written
+    (:func:`~minitransformer.viz.circuits.plot_scores_at_step`, the onset marked).
+
+    Args:
+        history: the training's history; ``history.patterns`` holds (L, H, rows, T, T) per record.
+        periods: the probe batch's periods (B,): the kept rows' are the first ones, and the uniform head's scores
+            are measured on all of them, as the history's scores are.
+        step, layer, head, row: what is shown at the start; by default the onset (the last step if the induction
+            score never passed 0.5), block 1, its head with the highest induction score at the end, row 0.
+    """
+    from ..circuits import induction_score, previous_token_score, uniform_pattern
+
+    if not history.patterns or len(history.patterns) != len(history.steps):
+        raise error(
+            "la historia no guarda un patrón de atención por registro: hace falta la de train_induction_model",
+            "the history keeps no attention pattern per record: train_induction_model's is needed",
+        )
+    periods = torch.as_tensor(periods).cpu()
+    L, H, rows, T, _ = history.patterns[0].shape
+    if periods.dim() != 1 or len(periods) < rows:
+        raise error(
+            f"hacen falta los periodos del lote de prueba, al menos {rows} (uno por fila guardada), no {tuple(periods.shape)}",
+            f"the probe batch's periods are needed, at least {rows} (one per kept row), got {tuple(periods.shape)}",
+        )
+    onset = history.onset()
+    if step is None:
+        step = history.steps[-1] if onset is None else onset
+    if head is None:
+        head = int(history.induction[-1][layer].argmax()) if 0 <= layer < L else 0
+    uniform = uniform_pattern(T).expand(len(periods), -1, -1, -1)  # (B, 1, T, T)
+    uniform_scores = (float(induction_score(uniform, periods)), float(previous_token_score(uniform)))
+    records = {s: i for i, s in enumerate(history.steps)}
+    onset_label = tr(lang, "inicio", "onset")
+    steps = {(f"{s}  ({onset_label})" if s == onset else str(s)): s for s in history.steps}
+    controls = {
+        "step": Control("paso de entrenamiento", "training step", steps, step),
+        "layer": Control("bloque", "block", list(range(L)), layer, buttons=True),
+        "head": Control("cabeza", "head", list(range(H)), head, buttons=True),
+        "row": Control("fila", "row", {f"{b}  (P = {int(periods[b])})": b for b in range(rows)}, row, buttons=True),
+    }
+
+    def draw(step: int, layer: int, head: int, row: int) -> list[Figure]:
+        P = int(periods[row])
+        pattern = history.patterns[records[step]][layer, head, row]  # (T, T)
+        title = tr(
+            lang,
+            f"cabeza {layer}.{head}, paso {step}\nfila {row}, P = {P}",
+            f"head {layer}.{head}, step {step}\nrow {row}, P = {P}",
+        )
+        return [
+            plot_head_patterns([pattern], [title], lang, period=P),
+            plot_scores_at_step(
+                history.steps,
+                history.copy_loss,
+                history.in_context,
+                history.induction,
+                history.previous_token,
+                step,
+                (layer, head),
+                lang,
+                uniform=uniform_scores,
+                onset=onset,
+            ),
+        ]
+
+    return Live(draw, controls, lang, pickers_in_a_row=True)
