@@ -687,3 +687,25 @@ def test_the_coders_errors_speak_the_language(tiny, lang, language):
         with pytest.raises(CourseError) as info:
             call()
         assert (es if lang == "es" else en) in str(info.value), name
+
+
+def test_an_n_gram_that_keeps_counting_codes_a_real_file_of_its_ideal_size(text):
+    """The n-gram rows of notebook 12 are ideal sums; coded for real, the file is that sum, give or take a byte."""
+    model = ByteNGram(5, 0.9).fit(text[:12_000])
+    data = text[12_000:13_500]
+
+    def counts_of(side):
+        readers[side] = NGramReader(model, text[:12_000], adapt=True)
+
+        def counts(previous):
+            if previous:
+                readers[side].read(previous[-1])
+            return frequencies(torch.from_numpy(readers[side].probs()))
+
+        return counts
+
+    readers = {}
+    blob = encode(list(data), counts_of("encoder"))
+    assert bytes(decode(blob, len(data), counts_of("decoder"))) == data
+    ideal = model.bits(data, text[:12_000], adapt=True)
+    assert abs(len(blob) * 8 - ideal) < 16
