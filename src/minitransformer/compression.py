@@ -47,7 +47,7 @@ import numbers
 import random
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1068,6 +1068,19 @@ def _fingerprint(models: list[torch.nn.Module], settings: CodingSettings, weight
     return crc
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """The coder's models run on one CPU thread, the caller's count given back afterwards: their inputs are one short
+    window at a time, which more threads only slow down (measured: several times slower with two threads on a busy
+    two-core machine), and with one thread the bits do not depend on how many threads the machine has."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _coding_copies(models: torch.nn.Module | Sequence[torch.nn.Module]) -> list[torch.nn.Module]:
     """Copies on the CPU, whatever device the models are on: the caller's models are left as they were, and the
     steps a model takes as it codes must be repeated bit for bit by the decoder, which CUDA's backward passes,
@@ -1098,7 +1111,7 @@ def compress_with_model(
     """``text`` compressed with a language model: its tokens arithmetic-coded with the model's probabilities.
 
     The file is a header of 17 bytes (what it is, the model's fingerprint, the number of tokens and the text's
-    CRC-32, then a check of the header itself) and the coder's bytes. The model codes on the CPU, on a copy
+    CRC-32, then a check of the header itself) and the coder's bytes. The model codes on one CPU thread, on a copy
     (see :func:`window_probabilities`; with ``settings.lr > 0`` the copy learns as it codes). ``prefix`` is
     context both sides know: the first token is predicted after it. ``models``: one model, or several whose
     probabilities are mixed with ``weights``. ``report``: filled with what was used (:class:`CodingReport`).
@@ -1139,7 +1152,8 @@ def compress_with_model(
             report.count_bits -= math.log2(int(counts[token]) / FREQUENCY_TOTAL)
         return token
 
-    _lockstep(models, settings, weights, everything, len(start), len(ids), code, report)
+    with _one_thread():
+        _lockstep(models, settings, weights, everything, len(start), len(ids), code, report)
     return header + coder.finish()
 
 
@@ -1208,7 +1222,8 @@ def decompress_with_model(
                 report.count_bits -= math.log2(int(counts[token]) / FREQUENCY_TOTAL)
             return token
 
-        _lockstep(models, settings, weights, ids, len(start), n_tokens, code, report)
+        with _one_thread():
+            _lockstep(models, settings, weights, ids, len(start), n_tokens, code, report)
     text = tokenizer.decode(ids[len(start) :])
     if tokens is None and zlib.crc32(text.encode("utf-8")) != crc:
         raise error(

@@ -9,9 +9,12 @@ warm-up and cosine decay, gradient clipping) on random windows of the training t
 held-out loss are measured on fixed windows every ``eval_every`` steps, in bits per byte (the windows' nats over
 the bytes their tokens decode to), so that the curve speaks the unit of the compressors it is compared with.
 
-Two runs ship inside the package (``reference_runs/``, rebuilt by ``tools/prose_runs.py``): the recipe's run
-with seed 0, the model notebook 12 trains live, and the same recipe run longer, whose held-out curve notebook 12
-draws. Notebook 13 opens both without training.
+Three runs ship inside the package (``reference_runs/``, rebuilt by ``tools/prose_runs.py``): the recipe's run
+with seed 0, the model notebook 12 trains live; the same recipe run longer, whose held-out curve notebook 12
+draws; and the recipe with seed :data:`PARTNER_SEED`, the partner notebook 12 mixes with its live model when it
+compresses. Notebook 13 opens the first two without training. How notebook 12 compresses (:data:`CODING`, the
+n-grams' :data:`NGRAM` and :data:`ADAPTING_NGRAM`) was chosen on training text only (:func:`validation_split`), and
+what the tool measured is stored beside the runs (:func:`reference_coding`).
 
 Letters: B batch, T context, V vocabulary.
 """
