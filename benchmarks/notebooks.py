@@ -18,6 +18,7 @@ time is above it:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -68,13 +69,16 @@ def run(path: Path, timeout: int = 600, profile: bool = False) -> tuple[float, l
     return total, sorted(cells, reverse=True)
 
 
-def execute(path: Path, timeout: int = 600, profile: bool = False) -> tuple[float, nbformat.NotebookNode]:
+def execute(
+    path: Path, timeout: int = 600, profile: bool = False, env: dict[str, str] | None = None
+) -> tuple[float, nbformat.NotebookNode]:
     """:func:`run`'s execution: its wall-clock seconds and the executed notebook (nbclient's
-    ``CellExecutionError`` when a cell fails, with the notebook as far as it ran as its ``nb``)."""
+    ``CellExecutionError`` when a cell fails, with the notebook as far as it ran as its ``nb``). ``env``: variables
+    the kernel gets on top of :func:`kernel_environ` (a device, a thread count)."""
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as folder:
         shutil.copy(path, folder)
-        wanted = kernel_environ(profile)  # read before the environment is replaced
+        wanted = {**kernel_environ(profile), **(env or {})}  # read before the environment is replaced
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(wanted)
@@ -106,7 +110,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each notebook (every run must be in time)")
     parser.add_argument("--profile", action="store_true", help="under the test run's numerics profile instead")
     parser.add_argument("--cells", type=int, default=0, metavar="N", help="also print the N slowest cells")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the times (the last run's) as JSON")
     args = parser.parse_args(argv)
+    measured = []
     paths = sorted((ROOT / "notebooks" / args.lang).glob("[0-9][0-9]_*.ipynb"))
     if args.numbers:
         paths = [p for p in paths if p.name[:2] in args.numbers]
@@ -122,6 +128,10 @@ def main(argv: list[str]) -> int:
             print(f"    cell {index:3d}  {seconds:5.1f} s")
         if late:
             over.append(path.name)
+        measured.append({"notebook": path.name, "lang": args.lang, "seconds": round(times[-1], 1)})
+    if args.json:
+        machine = {"cpu_cores": os.cpu_count(), "python": sys.version.split()[0], "profile": args.profile}
+        args.json.write_text(json.dumps({"machine": machine, "runs": measured}, indent=1) + "\n", encoding="utf-8")
     if over:
         print("above the goal: " + ", ".join(over))
         return 1

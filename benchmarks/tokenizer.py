@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from minitransformer.tokenizer import prose, train_bpe
+from minitransformer.course.prose import prose
+from minitransformer.tokenizer import train_bpe
 
 BOUNDS = {"train": 1.5, "encode": 3.0}
 

@@ -15,28 +15,19 @@ MAP = PACKAGE / "README.md"
 # The package's layers, bottom to top: a module imports from its own layer or the layers below, never
 # from one above. (Within a layer, the README's order decides.)
 LAYERS = {
-    "foundations": "the two languages, old names, seed, threads and device",
+    "foundations": "the two languages, seed, threads and device",
     "concepts": "what the notebooks teach: attention to the models, training, generation, weights, measurements",
     "course": "the course's props (minitransformer.course): recipes, corpora, runs, the numerics profile",
     "figures": "viz: figures of the concepts and of the course's runs",
     "exercises": "exercises: checkers of the notebooks' exercises",
-    "old names": "modules that only re-export a module that moved into course/ (saved notebooks import them)",
 }
-FOUNDATIONS = {"i18n", "moved", "runtime"}
-OLD_NAMES = {
-    "corpus": "course.corpus",
-    "translator": "course.translator",
-    "ablation": "course.ablation",
-    "numerics": "course.numerics",
-}
+FOUNDATIONS = {"i18n", "runtime"}
 
 
 def layer(module: str) -> str:
     """The layer of a module of the package (``viz.heads`` -> ``figures``)."""
     if module in FOUNDATIONS:
         return "foundations"
-    if module in OLD_NAMES:
-        return "old names"
     return {"course": "course", "viz": "figures", "exercises": "exercises"}.get(module.split(".")[0], "concepts")
 
 
@@ -205,7 +196,7 @@ def test_the_concepts_never_import_the_course():
         for name, (source, is_package) in sources.items()
         if name and layer(name) in ("foundations", "concepts")
         for line, target in imported(source, name, is_package, known)
-        if target.split(".")[0] == "course" or target in OLD_NAMES
+        if target.split(".")[0] == "course"
     ]
     assert not wrong, "a concept module imports the course's props:\n  " + "\n  ".join(wrong)
 
@@ -217,22 +208,25 @@ def test_every_module_has_a_layer_and_the_layers_follow_the_map():
     assert not out_of_place, f"the README's map lists these below a higher layer: {out_of_place}"
 
 
-def test_an_old_name_only_re_exports_where_the_module_lives_now():
-    """corpus.py, translator.py, ablation.py, numerics.py: a docstring and a star import (numerics keeps
-    ``python -m``), nothing else; nothing in the package imports them."""
-    for old, new in OLD_NAMES.items():
-        source = (PACKAGE / f"{old}.py").read_text(encoding="utf-8")
-        tree = ast.parse(source)
-        docstring = ast.get_docstring(tree)
-        assert docstring and f"minitransformer.{new}" in docstring, old
-        code = tree.body[1:]
-        stars = [n for n in code if isinstance(n, ast.ImportFrom) and n.module == new and n.names[0].name == "*"]
-        assert len(stars) == 1, f"{old}.py must re-export {new} with one star import"
-        rest = [n for n in code if n is not stars[0]]
-        allowed = old == "numerics" and all(
-            (isinstance(n, ast.ImportFrom) and n.module == new) or isinstance(n, ast.If) for n in rest
-        )
-        assert not rest or allowed, f"{old}.py holds more than a re-export"
+def test_the_package_docstring_names_every_module_in_its_layer():
+    """``help(minitransformer)`` is a reader's first map: one bullet per layer, naming every module and package of
+    the top level (and the live controls) in the bullet of its layer."""
+    import minitransformer
+
+    bullets = re.findall(r"^\* (\w+|``\w+``):(.*?)(?=^\* |^$)", minitransformer.__doc__, re.M | re.S)
+    named = [
+        (name, head if head in LAYERS else layer(head.strip("`")))
+        for head, text in bullets
+        for name in dict.fromkeys(re.findall(r"``([\w.]+)``", head + text))
+    ]
+    twice = sorted({name for name, _ in named if [n for n, _ in named].count(name) > 1})
+    assert not twice, f"named in two layers: {twice}"
+    named = dict(named)
+    top = {name.split(".")[0] for name in modules() if name}
+    missing = sorted(top - set(named))
+    assert not missing, f"name them in the docstring of src/minitransformer/__init__.py: {missing}"
+    assert "viz.live" in named
+    assert {name: named[name] for name in top} == {name: layer(name) for name in top}
 
 
 def test_a_wrong_layer_import_is_reported():

@@ -279,3 +279,44 @@ def test_jupyterlab_for_a_projector_draws_bertviz_offline(tmp_path):
     # Without the course's settings JupyterLab asks about the news (so the check above can fail).
     (plain,) = jupyterlab_dom(tmp_path / "plain", notebook, tmp_path / "no-settings")
     assert "official Jupyter news" in plain
+
+
+# --------------------------------------------------------------------------- live controls
+
+
+@pytest.mark.slow
+def test_a_live_control_redraws_in_jupyterlab_and_in_rise(tmp_path):
+    """Issue 48: notebook 03's live control in JupyterLab as `python course.py lab` starts it, offline. Its cell is
+    run, a slider is dragged, and the figure changes; then the same in RISE's live slides (the notebook's kernel,
+    the cell run with Ctrl+Enter on its slide). Without a kernel the cell's stored output is the still figure
+    (tests/test_viz_live.py)."""
+    import lab_driver as lab
+
+    marker, relative = "encoding_control(", "en/03_positional_encoding.ipynb"
+    with lab.course_lab(tmp_path, [ROOT / "notebooks" / relative]) as (base, token):
+        page = lab.DevTools(tmp_path / "chromium.log")
+        try:
+            lab.open_notebook(page, base, token, relative)
+            lab.run_cell(page, "setup(seed=")  # LANG; the live cell imports what it needs
+            index = lab.run_cell(page, marker)
+            before = lab.wait_for_live(page, index)
+            assert before["sliders"] == 2 and before["readouts"] == ["50", "4  (ω = 0.562)"]
+            lab.move_live_slider(page, index, 1, 0.0)  # the frequency: down to pair 0
+            after = lab.wait_for_change(page, index, before)
+            assert after["readouts"] == ["50", "0  (ω = 1)"] and after["image"] != before["image"]
+            shot = page.screenshot(tmp_path / "lab.png")
+            import matplotlib.image
+
+            assert matplotlib.image.imread(shot)[..., :3].std() > 0.05, "the screenshot is blank"
+
+            lab.open_rise(page, base, token, relative, index, marker)
+            before = lab.run_live_in_rise(page, marker)
+            output = lab.rise_output(marker)
+            assert before["sliders"] == 2 and before["readouts"] == ["50", "4  (ω = 0.562)"]  # the cell ran again
+            lab.move_live_slider(page, output, 0, 0.1)  # the position: towards 0
+            after = lab.wait_for_change(page, output, before)
+            assert after["image"] != before["image"] and after["readouts"][0] != "50", after["readouts"]
+            errors = [line for line in page.console if "comm" in line.lower() or "widget" in line.lower()]
+            assert not [line for line in errors if line.startswith(("error", "exception"))], errors
+        finally:
+            page.close()

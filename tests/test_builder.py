@@ -58,6 +58,9 @@ z = 3
 def repo(tmp_path, monkeypatch):
     """A repository with two notebook sources, 01 (DEMO) and 02 (OTHER), built."""
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(ROOT / "CHANGELOG.md", tmp_path / "CHANGELOG.md")
+    (tmp_path / "src" / "minitransformer").mkdir(parents=True)
+    shutil.copy(ROOT / "src" / "minitransformer" / "__init__.py", tmp_path / "src" / "minitransformer" / "__init__.py")
     source = tmp_path / "notebooks" / "source"
     source.mkdir(parents=True)
     (source / "01_demo.md").write_text(DEMO, encoding="utf-8")
@@ -145,6 +148,64 @@ def test_rebuild_keeps_outputs_of_unchanged_cells_and_leaves_the_changed_to_run(
     assert "python tools/notebooks.py run 01" in capsys.readouterr().out
     assert path(repo, "02", "es").read_bytes() == other_before
     assert nbt.build(["01"], verbose=False) == []  # nothing changed since: nothing written
+
+
+# --------------------------------------------------------------------------- the version the notebooks install
+
+
+def set_version(repo: Path, version: str) -> None:
+    init = repo / "src" / "minitransformer" / "__init__.py"
+    text = re.sub(
+        r'^__version__ = "[^"]+"$', f'__version__ = "{version}"', init.read_text(encoding="utf-8"), flags=re.M
+    )
+    init.write_text(text, encoding="utf-8")
+
+
+def installs(cells: list) -> tuple[str, str]:
+    """The git ref the setup cell installs the package from, and the one the title's Colab badge opens."""
+    setup = re.search(r'"minitransformer @ git\+https://github\.com/[^/]+/[^@"]+@([^"]+)"', cells[1].source)
+    badge = re.search(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/([^/]+)/notebooks/", cells[0].source)
+    return setup.group(1), badge.group(1)
+
+
+def test_a_release_installs_its_tag_and_main_between_releases_installs_main(repo):
+    """A release's notebooks install and open its tag (a student's saved copy keeps the package it was written for);
+    a development version's install main; the README's badges open the latest release either way."""
+    (repo / "README.md").write_text("<!-- notebooks:start --><!-- en -->\n<!-- notebooks:end -->\n", encoding="utf-8")
+    set_version(repo, "2.3.4")
+    (repo / "CHANGELOG.md").write_text("# Changelog\n\n## 2.3.4 (2027-01-02)\n\n## 2.3.3\n", encoding="utf-8")
+    for lang in ("es", "en"):
+        fake_execute(path(repo, "01", lang))
+        nb = read(path(repo, "01", lang))
+        nb.cells[1].outputs = []  # the setup cell prints nothing outside Colab
+        nbformat.write(nb, path(repo, "01", lang))
+    assert nbt.main(["build"]) == 0
+    for lang in ("es", "en"):
+        cells = read(path(repo, "01", lang)).cells
+        assert installs(cells) == ("v2.3.4", "v2.3.4")
+        assert cells[1].execution_count == 1 and cells[1].outputs == []  # kept: the setup cell prints nothing
+        assert all(c.outputs[0].text == f"ran: {c.source}\n" for c in cells[2:] if c.cell_type == "code")
+    assert "/blob/v2.3.4/notebooks/en/01_demo.ipynb)" in (repo / "README.md").read_text(encoding="utf-8")
+
+    set_version(repo, "2.4.0.dev0")
+    (repo / "CHANGELOG.md").write_text("# Changelog\n\n## Unreleased\n\n## 2.3.4 (2027-01-02)\n", encoding="utf-8")
+    assert nbt.main(["build"]) == 0
+    for lang in ("es", "en"):
+        assert installs(read(path(repo, "02", lang)).cells) == ("main", "main")
+    assert "/blob/v2.3.4/notebooks/en/01_demo.ipynb)" in (repo / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_setup_cell_that_printed_something_is_run_again(repo):
+    fake_execute(path(repo, "01", "en"))  # the stand-in kernel gives the setup cell an output
+    set_version(repo, "9.9.9.dev1")
+    nbt.build(["01"], verbose=False)
+    assert read(path(repo, "01", "en")).cells[1].execution_count is None
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.0.0rc1", "1.0.0.post1", "v1.0.0", "1.0.0.dev"])
+def test_a_version_that_is_neither_a_release_nor_a_development_one_is_refused(version):
+    with pytest.raises(ValueError, match="neither a release"):
+        nbt.git_ref(version)
 
 
 def test_positional_ids_count_as_stale(repo):

@@ -14,13 +14,19 @@ from minitransformer.circuits import (
     composition_baseline,
     composition_score,
     composition_scores,
+    diagonal_score,
+    direct_logit_attribution,
     head_outputs,
     head_outputs_mean,
     in_context_score,
     induction_score,
     next_token_losses,
+    ov_circuit,
     per_position_loss,
+    positive_eigenvalue_score,
+    prefix_matching_score,
     previous_token_score,
+    qk_circuit,
     run_with_removed,
     steepest_step,
     uniform_pattern,
@@ -29,8 +35,12 @@ from minitransformer.course.induction import (
     INDUCTION_RECIPE,
     InductionHistory,
     InductionRecipe,
+    best_guess_loss,
     copy_loss,
+    copyable,
+    measure_run,
     periodic_batch,
+    seed_record,
     train_induction_model,
 )
 from minitransformer.i18n import CourseError
@@ -351,6 +361,8 @@ TINY = InductionRecipe(
     batch_size=8,
     record_every=10,
     probe_size=8,
+    icl_early=1,
+    icl_late=10,
 )
 
 
@@ -363,8 +375,20 @@ def test_periodic_batch_repeats_distinct_tokens_with_each_rows_period():
 
 
 def test_copy_loss_counts_the_predictions_a_copy_can_make():
-    losses = torch.tensor([[9.0, 1.0, 1.0, 1.0], [9.0, 9.0, 2.0, 2.0]])  # predictions of tokens 1 … 4
-    assert copy_loss(losses, torch.tensor([2, 3])) == pytest.approx((3 * 1.0 + 2 * 2.0) / 5)
+    # predictions of tokens 1 … 4 from positions 0 … 3; at t = P − 1 (the 5s) the current token is new: no copy
+    losses = torch.tensor([[9.0, 5.0, 1.0, 1.0], [9.0, 9.0, 5.0, 2.0]])
+    periods = torch.tensor([2, 3])
+    assert copy_loss(losses, periods) == pytest.approx((1.0 + 1.0 + 2.0) / 3)
+    assert copyable(5, periods).tolist() == [[False, False, True, True], [False, False, False, True]]
+
+
+def test_the_best_guess_before_any_copy_is_the_unseen_tokens_uniform():
+    import math
+
+    assert best_guess_loss(INDUCTION_RECIPE, 4) == pytest.approx(math.log(27))
+    assert best_guess_loss(INDUCTION_RECIPE, 0) == pytest.approx(math.log(31))
+    with pytest.raises(CourseError):
+        best_guess_loss(INDUCTION_RECIPE, INDUCTION_RECIPE.min_period - 1)  # a row may copy there
 
 
 def test_the_histories_onset_and_halfway_step_by_hand():
@@ -382,7 +406,225 @@ def test_training_records_the_history_and_is_reproducible():
     assert not model.training and model.blocks[0].feed_forward is None
     assert history.steps == [0, 10, 20] and len(history.loss) == 20 and len(history.copy_loss) == 3
     assert history.previous_token[0].shape == (2, 2) and history.induction[-1].shape == (2, 2)
+    assert len(history.in_context) == 3 and history.tokens_seen == 20 * 8 * 12
+    assert history.patterns[-1].shape == (2, 2, TINY.kept_rows, 12, 12)  # (L, H, rows, T, T)
+    tokens, periods = TINY.probe()
+    torch.testing.assert_close(history.patterns[-1][1, 0], attention_patterns(model, tokens[: TINY.kept_rows])[1][:, 0])
+    losses = per_position_loss(model, tokens)
+    assert history.in_context[-1] == pytest.approx(in_context_score(losses, TINY.icl_early, TINY.icl_late), abs=1e-5)
     assert history.onset(threshold=0.0) == 0 and history.onset(threshold=1.0) is None
     again, _ = train_induction_model(seed=3, recipe=replace(TINY), progress=False)
     for a, b in zip(model.parameters(), again.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+# --- prefix matching, the circuits read from the weights, direct logit attribution ----------
+
+
+def test_prefix_matching_by_hand():
+    tokens = torch.tensor([[1, 2, 3, 1, 2, 4, 1]])
+    # t = 3 (token 1): s = 1; t = 4 (token 2): s = 2; t = 6 (token 1): s = 1 and s = 4; t = 5 (token 4): none
+    pattern = torch.zeros(1, 1, 7, 7)
+    pattern[0, 0, :, 0] = 1.0
+    pattern[0, 0, 3] = torch.tensor([0.5, 0.5, 0, 0, 0, 0, 0])  # 0.5 on s = 1
+    pattern[0, 0, 4] = torch.tensor([0.0, 0.0, 0.2, 0.8, 0, 0, 0])  # 0.2 on s = 2
+    pattern[0, 0, 6] = torch.tensor([0.0, 0.3, 0.0, 0.0, 0.6, 0.1, 0])  # 0.3 + 0.6 on s = 1, 4
+    assert prefix_matching_score(pattern, tokens).item() == pytest.approx((0.5 + 0.2 + 0.9) / 3)
+    with pytest.raises(CourseError):
+        prefix_matching_score(pattern, torch.tensor([[0, 1, 2, 3, 4, 5, 6]]))  # nothing repeats
+    with pytest.raises(CourseError):
+        prefix_matching_score(pattern, tokens[:, :5])
+
+
+def test_prefix_matching_is_the_induction_score_on_distinct_segments_repeated():
+    tokens, periods = periodic_batch(INDUCTION_RECIPE, 6, torch.Generator().manual_seed(3))
+    T = tokens.size(1)
+    g = torch.Generator().manual_seed(4)
+    scores = torch.randn(6, 3, T, T, generator=g).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    pattern = scores.softmax(-1)
+    torch.testing.assert_close(prefix_matching_score(pattern, tokens), induction_score(pattern, periods))
+
+
+def copying_model(V=8, D=16) -> ModernTransformer:
+    """One layer of two heads: head 0 reads the token's one-hot embedding and writes it back (its OV
+    circuit is the identity), head 1 writes nothing; norms' gains 2 (they fold in)."""
+    model = ModernTransformer(
+        ModernConfig(vocab_size=V, d_model=D, n_heads=2, n_layers=2, max_len=16, feed_forward="none")
+    ).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.token.weight[:, :V] = torch.eye(V)
+        model.lm_head.weight[:, :V] = torch.eye(V)
+        for block in model.blocks:
+            block.norm1.weight.fill_(2.0)
+            block.attn.W_v.weight[: D // 2, : D // 2] = torch.eye(D // 2)  # head 0 reads dims 0 … 7
+            block.attn.W_o.weight[: D // 2, : D // 2] = torch.eye(D // 2)  # and writes them back
+        model.norm.weight.fill_(2.0)
+    return model
+
+
+def test_a_hand_built_copying_ov_circuit_scores_one_and_a_silent_head_zero():
+    model = copying_model()
+    ov = ov_circuit(model, 0, 0)
+    torch.testing.assert_close(ov, 4 * torch.eye(8))  # the two gains of 2
+    assert diagonal_score(ov) == 1.0 and positive_eigenvalue_score(ov) == pytest.approx(1.0)
+    assert diagonal_score(ov_circuit(model, 0, 1)) == 0.0  # all zero: ties count against
+    assert positive_eigenvalue_score(-ov) == pytest.approx(-1.0)
+
+
+def test_ov_circuit_is_the_weights_product_by_hand():
+    model = small_model(seed=2)
+    a, Dh = model.blocks[1].attn, 8
+    E, W_U = model.token.weight.detach(), model.lm_head.weight.detach()
+    W_ov = a.W_o.weight[:, Dh:] @ a.W_v.weight[Dh:] * model.blocks[1].norm1.weight  # head 1: (D, D)
+    expected = (W_U * model.norm.weight).detach() @ W_ov.detach() @ E.T  # (V_out, V_src)
+    torch.testing.assert_close(ov_circuit(model, 1, 1), expected.T, rtol=1e-4, atol=1e-4)
+
+
+def test_random_circuits_score_near_chance():
+    g = torch.Generator().manual_seed(0)
+    draws = [torch.randn(32, 32, generator=g) for _ in range(50)]
+    assert sum(diagonal_score(m) for m in draws) / 50 < 3 / 32
+    assert abs(sum(positive_eigenvalue_score(m) for m in draws) / 50) < 0.1
+    rotation = torch.tensor([[0.0, -1.0], [1.0, 0.0]])  # eigenvalues ± i: no copying, no anti-copying
+    assert positive_eigenvalue_score(rotation) == pytest.approx(0.0, abs=1e-12)
+    for bad in (torch.zeros(2, 3), torch.zeros(3)):
+        with pytest.raises(CourseError):
+            diagonal_score(bad)
+    models = [small_model(seed=s) for s in range(4)]
+    mean = sum(diagonal_score(ov_circuit(m, 1, h)) for m in models for h in range(2)) / 8
+    assert mean < 0.3  # 20 tokens: chance is 0.05
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("offset", [0, 5])
+def test_qk_circuit_is_the_models_attention_score_at_that_distance(offset):
+    model = small_model(seed=1)
+    block, Dh = model.blocks[1], 8
+    E = model.token.weight
+    a_tok, b_tok = 3, 11
+    x = E[a_tok] * block.norm1.weight  # the norm's gain, without its 1/rms
+    y = E[b_tok] * block.norm1.weight
+    T = offset + 1
+    q = block.attn.W_q(x)[None].expand(T, -1).reshape(T, 2, Dh).transpose(0, 1)  # (H, T, Dh)
+    k = block.attn.W_k(y)[None].expand(T, -1).reshape(T, 2, Dh).transpose(0, 1)
+    q, k = model.rope(q), model.rope(k)  # turned as positions 0 … T − 1
+    for head in range(2):
+        want = float(q[head, offset] @ k[head, 0]) / Dh**0.5  # query at t = offset, key at s = 0
+        assert float(qk_circuit(model, 1, head, offset)[a_tok, b_tok]) == pytest.approx(want, rel=1e-4, abs=1e-5)
+    b0 = model.blocks[0]
+    through = (b0.attn.W_o.weight[:, :Dh] @ b0.attn.W_v.weight[:Dh]) @ (E[b_tok] * b0.norm1.weight)  # head 0.0 writes
+    k = block.attn.W_k(through * block.norm1.weight).reshape(2, Dh)
+    q0 = model.rope(block.attn.W_q(x).reshape(2, Dh)[:, None].expand(2, T, Dh).contiguous())[:, offset]
+    assert float(qk_circuit(model, 1, 0, offset, through=[(0, 0)])[a_tok, b_tok]) == pytest.approx(
+        float(q0[0] @ k[0]) / Dh**0.5, rel=1e-4, abs=1e-5
+    )
+    with pytest.raises(CourseError):
+        qk_circuit(model, 1, 0, offset, through=[(1, 0)])
+    with pytest.raises(CourseError):
+        qk_circuit(model, 1, 0, -1)
+
+
+def test_a_previous_token_head_makes_the_qk_circuit_through_it_diagonal():
+    """Hand-built: head 0.0 copies the embedding (its W_OV the identity on the token's dimensions) and
+    head 1.0's W_QK matches a query's token with the same token in what head 0.0 wrote."""
+    model = copying_model()
+    with torch.no_grad():
+        a = model.blocks[1].attn
+        a.W_q.weight[:8, :8] = torch.eye(8)
+        a.W_k.weight[:8, :8] = torch.eye(8)
+    circuit = qk_circuit(model, 1, 0, 0, through=[(0, 0)])
+    assert diagonal_score(circuit) == 1.0
+    assert diagonal_score(qk_circuit(model, 1, 0, 0, through=[(0, 1)])) == 0.0  # head 0.1 writes nothing
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_direct_logit_attribution_adds_up_to_the_centred_logit(norm):
+    model = small_model(seed=3, norm=norm)
+    tokens = torch.randint(0, 20, (3, 10), generator=torch.Generator().manual_seed(0))
+    heads, rest = direct_logit_attribution(model, tokens)
+    assert heads.shape == (3, 9, 2, 2) and rest.shape == (3, 9)
+    logits = model(tokens)[:, :-1]
+    centred = logits.gather(-1, tokens[:, 1:, None])[..., 0] - logits.mean(-1)
+    torch.testing.assert_close(heads.sum((-1, -2)) + rest, centred, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        model.blocks[0].attn.W_o.weight[:, 8:] = 0.0  # head 0.1 writes nothing
+    heads, _ = direct_logit_attribution(model, tokens)
+    assert heads[..., 0, 1].abs().max() == 0 and heads[..., 0, 0].abs().max() > 0
+
+
+def test_direct_logit_attribution_of_a_copying_head():
+    """The hand-built copying head 0.0 attends to earlier positions: its direct effect on the next token's logit
+    is its attention to positions holding that token, times the OV circuit's diagonal, at the run's scale."""
+    model = copying_model()
+    tokens = torch.tensor([[1, 2, 3, 1, 2, 3]])
+    heads, rest = direct_logit_attribution(model, tokens)
+    assert heads[..., 0, 1].abs().max() == 0 and heads[..., 1, 1].abs().max() == 0
+    assert (heads[..., 0, 0] != 0).any()
+
+
+def test_elhage_composition_reads_through_w_qk_at_the_offset():
+    model = small_model(seed=4)
+    Dh = 8
+    b0, b1 = model.blocks
+    ov = (b0.attn.W_o.weight[:, :Dh] @ b0.attn.W_v.weight[:Dh] * b0.norm1.weight).detach()
+    q = (b1.attn.W_q.weight[Dh:] * b1.norm1.weight).detach()  # head 1.1
+    k = (b1.attn.W_k.weight[Dh:] * b1.norm1.weight).detach()
+    cos, sin = rope_cos_sin(torch.tensor([3]), Dh)
+    q3 = apply_rope(q.T[:, None, :], cos, sin)[:, 0, :].T  # the query turned 3 positions after the key
+    qk = q3.T @ k
+    assert float(composition_scores(model, "k", offset=3)[0, 1]) == pytest.approx(composition_score(qk, ov), rel=1e-4)
+    assert float(composition_scores(model, "q", offset=3)[0, 1]) == pytest.approx(composition_score(qk.T, ov), rel=1e-4)
+    assert float(composition_scores(model, "k", offset=0)[0, 1]) == pytest.approx(
+        composition_score(q.T @ k, ov), rel=1e-4
+    )
+    torch.testing.assert_close(composition_scores(model, "v", offset=3), composition_scores(model, "v"))
+    base = composition_baseline(16, 8, "k", draws=20, generator=torch.Generator().manual_seed(0), bilinear=True)
+    assert 0 < base < 1
+    with pytest.raises(CourseError):
+        composition_scores(model, "k", offset=-2)
+
+
+@pytest.mark.slow
+def test_the_repeated_random_tokens_probe_and_the_head_scores_on_a_gpt2_built_from_a_config():
+    """The probe cell for GPT-2 small runs the same code on any GPT-2: here a tiny one built from a config (no
+    download), converted as GPT-2 small would be."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from minitransformer.course.induction import head_scores, local_gpt2_small, repeated_random_tokens
+    from minitransformer.hf_import import from_gpt2
+
+    tokens = repeated_random_tokens(50, 3, 10, torch.Generator().manual_seed(0))
+    assert tokens.shape == (3, 20) and torch.equal(tokens[:, :10], tokens[:, 10:])
+    torch.manual_seed(0)
+    gpt = from_gpt2(GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2)))
+    scores = head_scores(gpt, tokens)
+    assert scores["prefix"].shape == (2, 2) and scores["previous"].shape == (2, 2)
+    assert 0 < scores["uniform_prefix"] < 1 and 0 < scores["uniform_previous"] < 1
+    assert local_gpt2_small() is None or hasattr(local_gpt2_small(), "blocks")  # offline here: None
+
+
+def test_measure_run_gives_every_number_the_claims_read():
+    from minitransformer.course.induction import CLAIMS, COMMON, check_claims
+
+    model, history = train_induction_model(seed=3, recipe=TINY, progress=False)
+    run = measure_run(model, history, TINY)
+    assert set(check_claims(run)) == set(CLAIMS) and set(check_claims(run, COMMON)) == set(COMMON)
+    assert len(run["copy_loss_zero"]) == 2 and len(run["removed_one_from_keys"]) == 2
+    assert run["copy_loss_end"] == pytest.approx(history.copy_loss[-1], abs=1e-4)
+
+
+def test_the_stored_seed_record_keeps_two_lists_and_every_claim_holds_on_the_verification_seeds():
+    from minitransformer.course.induction import CLAIMS, check_claims
+
+    record = seed_record()
+    development, verification = record["development"], record["verification"]
+    assert 1 in development and 0 in development and len(verification) >= 10
+    assert not set(development) & set(verification)
+    assert set(record["runs"]) == {str(s) for s in development + verification}
+    assert record["command"].startswith("python tools/induction_seeds.py") and record["machine"]["cpu"]
+    failed = {s: [k for k, ok in check_claims(record["runs"][str(s)]).items() if not ok] for s in verification}
+    assert not any(failed.values()), failed
+    assert set(CLAIMS) == set(check_claims(record["runs"]["0"]))

@@ -16,20 +16,21 @@ from minitransformer.exercises._core import close
 from minitransformer.exercises.circuits import (
     _ABL_CASES,
     _IND_CASES,
-    _PTOK_CASES,
+    _OV_CASES,
     HINTS,
     _abl_mistakes,
     _ind_mistakes,
     _ind_pattern,
     _ind_variant,
-    _ptok_mistakes,
-    _ptok_pattern,
+    _ov_by_hand,
+    _ov_mistakes,
+    _ov_model,
     _reference,
     _tiny_model,
     _tokens,
     check_ablate_head,
     check_induction_score,
-    check_previous_token_score,
+    check_ov_circuit,
 )
 from minitransformer.exercises.registry import exercises
 from minitransformer.exercises.solutions.nb13 import (
@@ -41,7 +42,7 @@ LANGS = ["es", "en"]
 
 def test_the_exercises_are_registered_in_notebook_order():
     names = [n for n in exercises() if n.startswith("13.")]
-    assert names == ["13.previous_token_score", "13.induction_score", "13.ablate_head"]
+    assert names == ["13.ov_circuit", "13.induction_score", "13.ablate_head"]
 
 
 def _each_mistake_is_named(rights, banks):
@@ -60,82 +61,111 @@ def _each_mistake_is_named(rights, banks):
             )
 
 
-# --- 13.previous_token_score -----------------------------------------------------------------------
+# --- 13.ov_circuit --------------------------------------------------------------------------------
 
 
-def test_the_patterns_are_causal_attention_and_every_previous_token_mistake_is_told_apart():
-    patterns = [_ptok_pattern(H, T, seed) for H, T, seed in _PTOK_CASES]
-    for p in patterns:
-        T = p.size(-1)
-        assert torch.allclose(p.sum(-1), torch.ones(p.shape[:-1]), atol=1e-6)
-        assert (p.triu(1) == 0).all()
-        assert p.size(0) not in (T, T - 1)  # a score per position is never taken for one per head
-    rights = [circuits.previous_token_score(p[None]).double() for p in patterns]
-    _each_mistake_is_named(rights, [_ptok_mistakes(p) for p in patterns])
+def test_every_ov_mistake_is_told_apart():
+    model = _ov_model()
+    for layer, head in _OV_CASES:
+        right = circuits.ov_circuit(model, layer, head).double()
+        torch.testing.assert_close(_ov_by_hand(model, layer, head), right, rtol=1e-5, atol=1e-5)
+        gives = _ov_mistakes(model, layer, head)
+        for j, (key, g) in enumerate(gives):
+            assert not close(g, right, atol=1e-4, rtol=1e-4), (layer, head, key)
+            assert all(k == key or not close(g, e, atol=1e-4, rtol=1e-4) for k, e in gives[:j]), (layer, head, key)
 
 
-def ptok_with_a_loop(pattern):
-    H, T, _ = pattern.shape
-    return [sum(float(pattern[h, t, t - 1]) for t in range(1, T)) / (T - 1) for h in range(H)]
+def ov_step_by_step(model, layer, head):
+    """Another right answer: the weights as matrices, gains as diagonal matrices, one product."""
+    a = model.blocks[layer].attn
+    Dh = a.d_head
+    W_v = a.W_v.weight[head * Dh : (head + 1) * Dh]  # (Dh, D)
+    W_o = a.W_o.weight[:, head * Dh : (head + 1) * Dh]  # (D, Dh)
+    g1, gf = torch.diag(model.blocks[layer].norm1.weight), torch.diag(model.norm.weight)
+    return (model.lm_head.weight @ gf @ W_o @ W_v @ g1 @ model.token.weight.T).T.detach()
 
 
-def ptok_indexing(pattern):
-    t = torch.arange(1, pattern.size(-1))
-    return pattern[:, t, t - 1].mean(dim=1, keepdim=True)  # (H, 1)
+def ov_with_einsum(model, layer, head):
+    a = model.blocks[layer].attn
+    Dh = a.d_head
+    W_v = a.W_v.weight.view(a.n_heads, Dh, -1)[head]
+    W_o = a.W_o.weight.view(-1, a.n_heads, Dh)[:, head]
+    x = model.token.weight * model.blocks[layer].norm1.weight
+    out = torch.einsum("vd,hd,eh->ve", x, W_v, W_o) * model.norm.weight
+    return (out @ model.lm_head.weight.T).double()
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_previous_token_score_accepts_other_right_answers(lang):
-    assert_correct(check_previous_token_score(ptok_with_a_loop, lang=lang), lang)
-    assert_correct(check_previous_token_score(ptok_indexing, lang=lang), lang)
-    assert_correct(check_previous_token_score(lambda p: tuple(p.diagonal(-1, 1, 2).double().mean(1)), lang=lang), lang)
+def test_ov_circuit_accepts_other_right_answers(lang):
+    assert_correct(check_ov_circuit(ov_step_by_step, lang=lang), lang)
+    assert_correct(check_ov_circuit(ov_with_einsum, lang=lang), lang)
 
 
-def _below(p):
-    return p.diagonal(offset=-1, dim1=-2, dim2=-1)
+def _ov(*, block=True, final=True, v_cols=False, o_rows=False, whole=False, transpose=False, after=None):
+    """The OV circuit as a student would write it, with one thing changed."""
+
+    def ov(model, layer, head):
+        a = model.blocks[layer].attn
+        Dh = a.d_head
+        part = slice(None) if whole else slice(head * Dh, (head + 1) * Dh)
+        with torch.no_grad():
+            x = model.token.weight * model.blocks[layer].norm1.weight if block else model.token.weight
+            z = x @ (a.W_v.weight[:, part] if v_cols else a.W_v.weight[part].T)
+            out = z @ (a.W_o.weight[part] if o_rows else a.W_o.weight[:, part].T)
+            out = out * model.norm.weight if final else out
+            m = out @ model.lm_head.weight.T
+        m = m.T if transpose else m
+        return after(m) if after else m
+
+    return ov
 
 
-PTOK_MISTAKES = {
-    "divides by T": (lambda p: _below(p).sum(-1) / p.size(-1), "ptok_over_T"),
-    "index t - 1 from t = 0": (
-        lambda p: p[:, torch.arange(p.size(-1)), torch.arange(p.size(-1)) - 1].mean(-1),
-        "ptok_over_T",
-    ),
-    "main diagonal": (lambda p: p.diagonal(dim1=-2, dim2=-1).mean(-1), "ptok_self"),
-    "main diagonal from t = 1": (lambda p: p.diagonal(dim1=-2, dim2=-1)[:, 1:].mean(-1), "ptok_self"),
-    "diagonal above": (lambda p: p.diagonal(offset=1, dim1=-2, dim2=-1).mean(-1), "ptok_next"),
-    "transposed": (lambda p: _below(p.transpose(-1, -2)).mean(-1), "ptok_next"),
-    "sum": (lambda p: _below(p).sum(-1), "ptok_sum"),
-    "max": (lambda p: _below(p).max(-1).values, "ptok_max"),
-    "the whole block": (lambda p: p[:, 1:, :-1].mean(dim=(-2, -1)), "ptok_block"),
-    "mean over the heads too": (lambda p: _below(p).mean(), "one_number"),
-    "mean over the heads, a list": (lambda p: [float(_below(p).mean())], "one_number"),
-    "not averaged": (lambda p: _below(p), "per_position"),
-    "mean over the heads' axis": (lambda p: _below(p).mean(0), "scores_shape"),
-    "diagonal without its axes": (lambda p: p.diagonal(-1).mean(-1), "scores_shape"),
-    "a list of strings": (lambda p: ["0.5"] * p.size(0), "scores_type"),
-    "something else": (lambda p: torch.full((p.size(0),), 0.3), "ptok_other"),
-    "NaN": (lambda p: torch.full((p.size(0),), float("nan")), "nan"),
-    "the package's": (lambda p: circuits.previous_token_score(p[None]), "forbidden"),
+def ov_scaling_the_weights(model, layer, head):
+    """Right, but multiplies the embedding by the gain in place: the model is left changed."""
+    with torch.no_grad():
+        model.token.weight.mul_(model.blocks[layer].norm1.weight)
+        x = model.token.weight.clone()
+        model.token.weight.div_(model.blocks[layer].norm1.weight)
+        model.token.weight.add_(1e-3)
+    Dh = model.blocks[layer].attn.d_head
+    part = slice(head * Dh, (head + 1) * Dh)
+    a = model.blocks[layer].attn
+    with torch.no_grad():
+        return ((x @ a.W_v.weight[part].T @ a.W_o.weight[:, part].T) * model.norm.weight) @ model.lm_head.weight.T
+
+
+OV_MISTAKES = {
+    "W_U · … · W_Eᵀ": (_ov(transpose=True), "ov_transposed"),
+    "no norms": (_ov(block=False, final=False), "ov_no_norms"),
+    "no block norm": (_ov(block=False), "ov_no_block_norm"),
+    "no final norm": (_ov(final=False), "ov_no_final_norm"),
+    "columns of W_v": (_ov(v_cols=True), "ov_wrong_slice"),
+    "rows of W_o": (_ov(o_rows=True), "ov_wrong_slice"),
+    "every head": (_ov(whole=True), "ov_all_heads"),
+    "softmax": (_ov(after=lambda m: m.softmax(-1)), "ov_probs"),
+    "log-softmax": (_ov(after=lambda m: m.log_softmax(-1)), "ov_probs"),
+    "weights left changed": (ov_scaling_the_weights, "model_changed"),
+    "something else": (lambda model, layer, head: torch.ones(12, 12), "ov_other"),
+    "a row only": (lambda model, layer, head: torch.ones(12), "shape"),
+    "NaN": (lambda model, layer, head: torch.full((12, 12), float("nan")), "nan"),
+    "the package's": (lambda model, layer, head: circuits.ov_circuit(model, layer, head), "forbidden"),
+    "the checker's own": (lambda model, layer, head: _ov_by_hand(model, layer, head), "forbidden"),
 }
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,answer,hint", bank(check_previous_token_score, PTOK_MISTAKES))
-def test_previous_token_score_rejects_wrong_answers(check, answer, hint, lang):
+@pytest.mark.parametrize("check,answer,hint", bank(check_ov_circuit, OV_MISTAKES))
+def test_ov_circuit_rejects_wrong_answers(check, answer, hint, lang):
     assert_hint(check(answer, lang=lang), lang, hint, HINTS)
 
 
-def test_previous_token_score_works_again_after_a_check():
-    check_previous_token_score(PTOK_MISTAKES["the package's"][0], lang="en")
-    p = _ptok_pattern(3, 7, 1)
-    assert torch.allclose(circuits.previous_token_score(p[None]), p.diagonal(-1, 1, 2).mean(1))
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_the_other_hint_shows_the_answer_with_decimal_commas(lang):
-    fb = check_previous_token_score(PTOK_MISTAKES["something else"][0], lang=lang)
-    assert ("[0,3; 0,3; 0,3]" if lang == "es" else "[0.3, 0.3, 0.3]") in fb.message
+def test_ov_circuit_works_again_after_a_check():
+    check_ov_circuit(OV_MISTAKES["the package's"][0], lang="en")
+    check_ov_circuit(OV_MISTAKES["the checker's own"][0], lang="en")
+    model = _ov_model()
+    torch.testing.assert_close(
+        circuits.ov_circuit(model, 0, 1).double(), _ov_by_hand(model, 0, 1), rtol=1e-5, atol=1e-5
+    )
 
 
 # --- 13.induction_score ----------------------------------------------------------------------------
@@ -224,9 +254,25 @@ IND_MISTAKES = {
     "transposed": (_loop(transpose=True), "ind_transposed"),
     "mean over the heads": (lambda p, P: float(ind_with_masks(p, P).mean()), "one_number"),
     "per position": (lambda p, P: (p * 0.5).sum(-1), "per_position"),
+    "averaged over the heads, not the positions": (lambda p, P: (p * 0.5).sum(-1).mean(0), "scores_shape"),
+    "a list of strings": (lambda p, P: ["0.5"] * p.size(0), "scores_type"),
     "something else": (lambda p, P: [0.25] * p.size(0), "ind_other"),
+    "NaN": (lambda p, P: torch.full((p.size(0),), float("nan")), "nan"),
     "the package's": (lambda p, P: circuits.induction_score(p[None], P), "forbidden"),
+    "the checker's own loop": (lambda p, P: _ind_variant(p, P), "forbidden"),
 }
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_other_hint_shows_the_answer_with_decimal_commas(lang):
+    fb = check_induction_score(IND_MISTAKES["something else"][0], lang=lang)
+    assert ("[0,25; 0,25]" if lang == "es" else "[0.25, 0.25]") in fb.message
+
+
+def test_the_checkers_loop_works_again_after_a_check():
+    check_induction_score(IND_MISTAKES["the checker's own loop"][0], lang="en")
+    p = _ind_pattern(2, 17, 5, 11)
+    torch.testing.assert_close(_ind_variant(p, 5), circuits.induction_score(p[None], 5).double(), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -355,6 +401,60 @@ def left_in_train_mode(model, tokens, layer, head):
     return solution_my_ablate_head(model, tokens, layer, head)
 
 
+def left_in_float64(model, tokens, layer, head):
+    """Right logits, computed in double precision; the model stays in float64 (equal values, another dtype)."""
+    model.double()
+    return solution_my_ablate_head(model, tokens, layer, head).float()
+
+
+def moved_away(model, tokens, layer, head):
+    """Right logits; the model is then moved to another device (on a GPU runtime, `.to("cuda")`)."""
+    logits = solution_my_ablate_head(model, tokens, layer, head)
+    model.to("meta")
+    return logits
+
+
+def w_o_frozen(model, tokens, layer, head):
+    """Right logits by weights, restored; but W_o is frozen and never unfrozen."""
+    W = model.blocks[layer].attn.W_o.weight
+    Dh = model.blocks[layer].attn.d_head
+    W.requires_grad_(False)
+    saved = W[:, head * Dh : (head + 1) * Dh].clone()
+    W[:, head * Dh : (head + 1) * Dh] = 0
+    logits = model(tokens)
+    W[:, head * Dh : (head + 1) * Dh] = saved
+    return logits
+
+
+def w_o_forward_patched(model, tokens, layer, head):
+    """Right logits through a patched ``W_o.forward`` that is never undone."""
+    attn = model.blocks[layer].attn
+    original = attn.W_o.forward
+
+    def forward(x):
+        x = x.clone()
+        x[..., head * attn.d_head : (head + 1) * attn.d_head] = 0
+        return original(x)
+
+    attn.W_o.forward = forward
+    return model(tokens)
+
+
+def linear_class_patched(model, tokens, layer, head):
+    """Right logits; but ``nn.Linear.forward`` itself is replaced and left so (every model of the kernel)."""
+    original = torch.nn.Linear.forward
+    target = model.blocks[layer].attn.W_o
+
+    def forward(self, x):
+        if self is target:
+            x = x.clone()
+            x[..., head * target.in_features // 2 : (head + 1) * target.in_features // 2] = 0
+        return original(self, x)
+
+    torch.nn.Linear.forward = forward
+    return model(tokens)
+
+
 ABL_MISTAKES = {
     "rows of W_o": (
         _zeroing(lambda a, h, Dh: [(a.W_o.weight, (slice(h * Dh, (h + 1) * Dh), slice(None)))]),
@@ -379,6 +479,11 @@ ABL_MISTAKES = {
     "hook left": (hook_left, "abl_hook_left"),
     "hook returning nothing": (hook_returning_nothing, "abl_no_effect"),
     "train mode left": (left_in_train_mode, "abl_mode"),
+    "left in float64": (left_in_float64, "model_dtype"),
+    "moved to another device": (moved_away, "model_dtype"),
+    "W_o frozen": (w_o_frozen, "model_frozen"),
+    "W_o.forward patched": (w_o_forward_patched, "model_patched"),
+    "nn.Linear.forward patched": (linear_class_patched, "model_patched"),
     "something else": (lambda model, tokens, layer, head: model(tokens) + 0.1, "abl_other"),
     "the last position only": (
         lambda model, tokens, layer, head: solution_my_ablate_head(model, tokens, layer, head)[:, -1],
@@ -412,3 +517,17 @@ def test_the_check_leaves_the_notebooks_random_state_alone():
     torch.manual_seed(0)
     check_ablate_head(solution_my_ablate_head, lang="en")
     assert torch.equal(torch.rand(3), before)
+
+
+def test_a_class_method_a_student_patched_is_put_back():
+    original = torch.nn.Linear.forward
+    check_ablate_head(linear_class_patched, lang="en")
+    assert torch.nn.Linear.forward is original
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_expected_logits_come_from_a_model_the_student_never_touched(lang):
+    """A patched W_o.forward that is never undone used to change the checker's own expected logits for the next
+    case (and got the hint "you ablate head 1 in every layer"): it is named as what it is."""
+    fb = check_ablate_head(w_o_forward_patched, lang=lang)
+    assert fb.hint == "model_patched" and "W_o.forward" in fb.message

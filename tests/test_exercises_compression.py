@@ -3,8 +3,6 @@ answers, and reject, without crashing, the wrong answers students write, naming 
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import math
 
 import numpy as np
@@ -19,7 +17,6 @@ from feedback_asserts import (
 from minitransformer import compression, generation
 from minitransformer.exercises.compression import (
     _BPB_CASES,
-    _COND_CASES,
     _NARROW_CASES,
     _SAMPLE_CASES,
     HINTS,
@@ -29,7 +26,6 @@ from minitransformer.exercises.compression import (
     _tiny_model,
     _variant,
     check_bits_per_byte,
-    check_conditional_bits,
     check_narrow,
     check_sample,
 )
@@ -270,88 +266,6 @@ def test_a_narrowing_that_breaks_the_interval_is_stopped_not_looped_on(lang):
         return high, low  # low > high: the encoder's loop would never end
 
     assert_hint(check_narrow(inverted_after_the_cases, lang=lang), lang, "narrow_other", HINTS)
-
-
-# --- 12.conditional_compression: the exercise of earlier versions of the notebook (saved copies still call it) ---
-
-
-def cond_with_sizes(compress, context, held):
-    with_context, alone = compress(context + held), compress(context)
-    return torch.tensor(8.0) * (len(with_context) - len(alone)) / len(held)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_conditional_bits_accepts_other_right_answers(lang):
-    assert_correct(check_conditional_bits(cond_with_sizes, lang=lang), lang)
-    assert_correct(
-        check_conditional_bits(lambda c, x, y: 8 * (len(c(b"".join([x, y]))) - len(c(x))) / len(y), lang=lang), lang
-    )
-
-
-def test_the_cases_use_three_compressors_and_a_text_whose_characters_are_not_its_bytes():
-    assert {name for _, name, _, _ in _COND_CASES} == {"gzip", "bz2", "xz"}
-    assert any(len(held.decode()) != len(held) for _, _, _, held in _COND_CASES)
-    for compress, *_ in _COND_CASES:  # deterministic: the same bytes every time
-        assert compress(b"abc" * 50) == compress(b"abc" * 50)
-
-
-def _extra(compress, context, held):
-    return len(compress(context + held)) - len(compress(context))
-
-
-COND_MISTAKES = {
-    "no context": (lambda c, x, y: len(c(y)) * 8 / len(y), "cond_no_context"),
-    "held first": (lambda c, x, y: (len(c(y + x)) - len(c(x))) * 8 / len(y), "cond_order"),
-    "no subtraction": (lambda c, x, y: len(c(x + y)) * 8 / len(y), "cond_no_subtract"),
-    "whole rate": (lambda c, x, y: len(c(x + y)) * 8 / len(x + y), "cond_no_subtract"),
-    "subtracts held": (lambda c, x, y: (len(c(x + y)) - len(c(y))) * 8 / len(y), "cond_subtracts_held"),
-    "no times 8": (lambda c, x, y: _extra(c, x, y) / len(y), "cond_bits"),
-    "divides by 8": (lambda c, x, y: _extra(c, x, y) / 8 / len(y), "cond_bits"),
-    "whole length": (lambda c, x, y: _extra(c, x, y) * 8 / len(x + y), "cond_whole_length"),
-    "characters": (lambda c, x, y: _extra(c, x, y) * 8 / len(y.decode()), "cond_held_characters"),
-    "own gzip": (lambda c, x, y: _extra(gzip.compress, x, y) * 8 / len(y), "cond_own_compressor"),
-    "floor division": (lambda c, x, y: _extra(c, x, y) * 8 // len(y), "cond_rounded"),
-    "rounded": (lambda c, x, y: round(_extra(c, x, y) * 8 / len(y), 1), "cond_rounded"),
-    "decodes the texts": (lambda c, x, y: _extra(c, x.decode(), y.decode()) * 8 / len(y), "cond_str_bytes"),
-    "str + bytes": (lambda c, x, y: len(c(x + y.decode())) * 8 / len(y), "cond_str_bytes"),
-    "encodes bytes": (lambda c, x, y: _extra(c, x.encode(), y.encode()) * 8 / len(y), "cond_str_bytes"),
-    "something else": (lambda c, x, y: 3.0, "cond_other"),
-}
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,answer,hint", bank(check_conditional_bits, COND_MISTAKES))
-def test_conditional_bits_rejects_wrong_answers(check, answer, hint, lang):
-    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
-
-
-def test_own_compressor_names_the_compressor():
-    fb = check_conditional_bits(COND_MISTAKES["own gzip"][0], lang="en")
-    assert "bz2" in fb.message
-
-
-def test_bz2_is_a_compressor_of_its_own():
-    assert _extra(bz2.compress, b"abc" * 30, b"abd" * 5) != _extra(gzip.compress, b"abc" * 30, b"abd" * 5)
-
-
-def solution_conditional_bits(compress, context, held):
-    return (len(compress(context + held)) - len(compress(context))) * 8 / len(held)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_conditional_bits_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang):
-    assert "12.conditional_compression" not in exercises() and "12.interval_narrowing" in exercises()
-    assert_correct(check_conditional_bits(solution_conditional_bits, lang=lang), lang)
-    assert "show_solution" not in check_conditional_bits(lambda c, x, y: 3.0, lang=lang).message
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_the_str_bytes_hint_quotes_pythons_words_as_pythons(lang):
-    """Issue 46, finding 8: Python's own (English) words are quoted as Python's, not run into the hint."""
-    fb = check_conditional_bits(COND_MISTAKES["str + bytes"][0], lang=lang)
-    assert_hint(fb, lang, "cond_str_bytes", HINTS)
-    said = "can't concat str to bytes"
-    assert (f"Python dice: «{said}»" if lang == "es" else f'Python says: "{said}"') in fb.message
 
 
 # --- 12.sample_with_cache --------------------------------------------------------------------------

@@ -114,6 +114,35 @@ def test_an_error_inside_pytorch_points_at_the_students_line_not_pytorchs(lang):
     assert "torch/" not in fb.message
 
 
+@checker
+def _check_as_float(fn, lang="es"):
+    got = attempt(lang, fn, 3)
+    return correct(lang) if float(got) == 8.0 else not_yet(lang, "no", "no")  # float(2**5000) overflows here
+
+
+PYTHON_SAYS = {"es": "Python dice: «{}»", "en": 'Python says: "{}"'}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_an_error_inside_the_checker_quotes_pythons_words_as_pythons(lang):
+    """An answer the checker cannot read (an int too large for a float) gets the "could not make sense" reply, and
+    Python's English words are quoted as Python's, not set inside the sentence as if they were its own."""
+    fb = _check_as_float(lambda n: 2 ** int(5000 + n), lang=lang)
+    assert not fb.ok and fb.hint == "checker_confused", fb.message
+    assert "OverflowError; " + PYTHON_SAYS[lang].format("int too large to convert to float") in fb.message
+    assert "OverflowError: int too large" not in fb.message
+
+
+def test_python_error_names_the_type_and_quotes_the_first_line():
+    from minitransformer.exercises._core import python_error
+
+    assert python_error("es", ValueError("boom\nmore")) == "ValueError; Python dice: «boom»"
+    assert python_error("en", KeyError()) == "KeyError"
+    assert python_error("en", "TypeError: can't concat str to bytes") == (
+        'TypeError; Python says: "can\'t concat str to bytes"'
+    )
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_unwritten_none_and_not_callable(lang):
     def stub(x):
@@ -469,3 +498,66 @@ def test_a_forbidden_generator_function_is_refused_when_iterated_and_works_again
             with pytest.raises(ForbiddenTool):
                 list(pieces)
     assert list(codecs.iterdecode([b"a\xc3", b"\xb1"], "utf-8")) == ["a", "ñ"]
+
+
+# --------------------------------------------------------------------------- the model left as it was
+
+
+def _promises_the_model():
+    """The checkers whose statement promises that the model given to the student's function is left as it was."""
+    return [
+        (name, check, solution)
+        for name, (check, solution) in EXERCISES.items()
+        if "left as it was" in (check.__doc__ or "")
+    ]
+
+
+def _first_linear(model):
+    return next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def _patch_forward(model):
+    linear = _first_linear(model)
+    original = linear.forward
+    linear.forward = lambda x: original(x)
+
+
+# What a right answer can leave behind on the model it was given: each one is done after the answer is computed.
+LEFT_BEHIND = {
+    "a weight changed": lambda model: next(model.parameters()).data.add_(1e-3),
+    "float64": lambda model: model.double(),
+    "half precision": lambda model: model.half(),
+    "another device": lambda model: model.to("meta"),
+    "a parameter frozen": lambda model: next(model.parameters()).requires_grad_(False),
+    "train mode": lambda model: model.train(),
+    "a hook": lambda model: _first_linear(model).register_forward_pre_hook(lambda module, args: None),
+    "a forward hook": lambda model: model.register_forward_hook(lambda module, args, out: None),
+    "a method replaced on a module": _patch_forward,
+}
+
+
+def test_the_promise_is_made_by_the_checkers_that_hand_over_a_model():
+    assert [name for name, _, _ in _promises_the_model()] == ["13.ov_circuit", "13.ablate_head"]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("left", list(LEFT_BEHIND))
+@pytest.mark.parametrize("name,check,solution", _promises_the_model(), ids=[n for n, _, _ in _promises_the_model()])
+def test_a_checker_that_promises_the_model_is_left_as_it_was_sees_what_is_left(name, check, solution, left, lang):
+    """A right answer that leaves the model changed in any way is not correct, and gets a hint of the checker's
+    own table (never a crash or the generic fallback)."""
+
+    def answer(*args):
+        result = solution(*args)
+        result = result.detach().clone() if isinstance(result, torch.Tensor) else result
+        for arg in args:
+            if isinstance(arg, torch.nn.Module):
+                LEFT_BEHIND[left](arg)
+        return result
+
+    fb = check(answer, lang=lang)
+    assert not fb.ok, f"{name} accepted a model left with {left}"
+    assert fb.message.startswith(NOT_YET[lang]), fb.message
+    module = importlib.import_module(check.__module__)
+    assert fb.hint in module.HINTS, (name, left, fb.hint, fb.message)
+    assert fb.hint not in ("crashed", "not_understood"), fb.message

@@ -10,17 +10,16 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from feedback_asserts import assert_correct, assert_hint, assert_junk_never_crashes
+from feedback_asserts import assert_correct, assert_hint
 from torch import nn
 
-from minitransformer import modern
+from minitransformer import attention_cost, modern
 from minitransformer.attention import scaled_dot_product_attention
 from minitransformer.exercises.modern import (
     HINTS,
     check_cached_step,
     check_online_softmax,
     check_rope,
-    check_rope_offset,
     check_swiglu,
 )
 from minitransformer.exercises.solutions.nb10 import (
@@ -371,7 +370,7 @@ ONLINE_WRONG = [
     (lambda s, b: torch.exp(F.log_softmax(s, -1)), "forbidden"),
     (lambda s, b: torch.special.log_softmax(s, -1).exp(), "forbidden"),
     (lambda s, b: torch._softmax(s, -1, False), "forbidden"),
-    (lambda s, b: modern.online_softmax(s, b), "forbidden"),
+    (lambda s, b: attention_cost.online_softmax(s, b), "forbidden"),
     (
         lambda s, b: (
             (s - s.min(-1, keepdim=True).values).exp()
@@ -435,77 +434,7 @@ def test_softmax_comes_back_after_the_check():
     x = torch.tensor([[0.0, 0.0]])
     for fn in (torch.softmax, F.softmax, torch.Tensor.softmax):
         torch.testing.assert_close(fn(x, -1), torch.full((1, 2), 0.5))
-    torch.testing.assert_close(modern.online_softmax(x, 1), torch.full((1, 2), 0.5))
-
-
-# --- RoPE's offset under a cache: the old exercise 4, still checked for saved copies -------
-
-
-def solution_rope_offset(cache):
-    return len(cache)
-
-
-OFFSET_RIGHT = [
-    solution_rope_offset,
-    lambda cache: 0 if cache.k is None else cache.k.size(1),
-    lambda cache: torch.tensor(len(cache)),
-    lambda cache: cache.k.shape[1] if cache.filled else 0,
-]
-OFFSET_WRONG = [
-    (lambda cache: 0, "offset_zero"),
-    (lambda cache: cache.capacity, "offset_capacity"),
-    (lambda cache: len(cache) + 1, "offset_plus_one"),
-    (lambda cache: len(cache) - 1, "offset_minus_one"),
-    (lambda cache: max(len(cache) - 1, 0), "offset_minus_one"),
-    (lambda cache: cache.capacity - len(cache), "offset_room"),
-    (lambda cache: cache.k.size(0) if cache.k is not None else 0, "offset_batch"),
-    (lambda cache: cache.k.size(2) if cache.k is not None else 0, "offset_heads"),
-    (lambda cache: cache.k.size(1), "offset_empty"),  # cache.k is None before the first step
-    (lambda cache: len(cache) or 1, "offset_other"),  # right when filled, wrong on the empty cache
-    (lambda cache: 2 * len(cache), "offset_other"),
-    (lambda cache: float(len(cache)), "offset_type"),
-    (lambda cache: torch.arange(len(cache), len(cache) + 1), "offset_type_ok"),  # a 1-element tensor: accepted
-    (lambda cache: torch.arange(len(cache), len(cache) + 3), "offset_type"),
-    (lambda cache: str(len(cache)), "offset_type"),
-    (lambda cache: True, "offset_type"),
-]
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer", OFFSET_RIGHT)
-def test_rope_offset_accepts_right_answers(answer, lang):
-    assert_correct(check_rope_offset(answer, lang=lang), lang)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer,key", OFFSET_WRONG)
-def test_rope_offset_rejects_mistakes(answer, key, lang):
-    if key == "offset_type_ok":
-        assert_correct(check_rope_offset(answer, lang=lang), lang)
-    else:
-        assert_hint(check_rope_offset(answer, lang=lang), lang, key, HINTS)
-
-
-def test_rope_offset_is_what_the_model_turns_new_tokens_with():
-    """The checker's answer is the model's: a cached step turned at that offset gives the full forward's logits."""
-    torch.manual_seed(0)
-    model = modern.ModernTransformer(modern.ModernConfig(vocab_size=20, n_kv_heads=2, max_len=16)).eval()
-    x = torch.randint(0, 20, (2, 9))
-    cache = model.new_cache(capacity=16)
-    with torch.no_grad():
-        model(x[:, :8], cache=cache)
-        assert solution_rope_offset(cache.layers[0].self_attn) == 8
-        step = model(x[:, 8:], cache=cache)[:, -1]
-        torch.testing.assert_close(step, model(x)[:, -1], atol=1e-5, rtol=1e-5)
-
-
-def test_rope_offset_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang="en"):
-    """Its statement gave the answer away; exercise 4 is now 10.cached_step. A saved copy still imports and runs it."""
-    from minitransformer.exercises.registry import exercises
-
-    assert "10.rope_offset" not in exercises()
-    assert "10.cached_step" in exercises()
-    assert "show_solution" not in check_rope_offset(lambda cache: 0, lang=lang).message
+    torch.testing.assert_close(attention_cost.online_softmax(x, 1), torch.full((1, 2), 0.5))
 
 
 # --- a cached step of grouped-query attention with RoPE -------------------------------------
@@ -824,11 +753,3 @@ def test_shown_solutions_hold_no_english_prose_in_spanish(name):
     assert ast.get_docstring(function) is None
     for comment in re.findall(r"#(.*)", code):
         assert not re.search(r"[A-Za-z]{3,}", comment.replace("block_size", "")), comment
-
-
-# --- never crash: the retired checker (the core's tests cover every registered exercise) -----
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_the_rope_offset_checker_never_crashes_on_junk(lang):
-    assert_junk_never_crashes(check_rope_offset, lang)

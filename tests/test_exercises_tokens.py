@@ -3,46 +3,37 @@ wrong answers students write, naming the mistake in both languages."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
-import torch
 from feedback_asserts import assert_correct, assert_rejected
 
-from minitransformer.exercises.registry import exercises
-from minitransformer.exercises.solutions.nb11 import solution_my_decode_stream, solution_my_encode, solution_my_merge
-from minitransformer.exercises.tokens import check_count_pairs, check_decode_stream, check_encode, check_merge
-from minitransformer.tokenizer import BYTE_ID, pretokenize, prose, train_bpe
+from minitransformer.course.prose import prose
+from minitransformer.exercises.solutions.nb11 import solution_my_decode_stream, solution_my_encode, solution_my_viterbi
+from minitransformer.exercises.tokens import (
+    check_decode_stream,
+    check_encode,
+    check_viterbi,
+)
+from minitransformer.tokenizer import BYTE_ID, pretokenize, train_bpe
 
 LANGS = ["es", "en"]
 
 
-def solution_my_count_pairs(words):
-    """The old exercise 1's answer (no longer an exercise: its checker stays for saved copies of the notebook)."""
-    counts = {}
-    for ids in words:
-        for pair in zip(ids, ids[1:]):
-            counts[pair] = counts.get(pair, 0) + 1
-    return counts
+def merge_pair(ids, pair, new_id):
+    """One merge, as notebook 11 writes it by hand: every ``pair``, left to right, becomes ``new_id``."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_other_right_answers_are_accepted(lang):
-    """A Counter, a defaultdict with zeros read into it, a tuple of ids: right is right."""
-
-    def with_counter(words):
-        return Counter(p for w in words for p in zip(w, w[1:]))
-
-    def with_zeros(words):
-        counts = {}
-        for w in words:
-            for i in range(len(w) - 1):
-                counts[(w[i], w[i + 1])] = counts.get((w[i], w[i + 1]), 0) + 1
-            counts.setdefault((-1, -1), 0)
-        return counts
-
-    def merge_as_tuple(ids, pair, new_id):
-        return tuple(solution_my_merge(ids, pair, new_id))
+def test_encode_accepts_another_right_answer(lang):
+    """The lowest-rank pair merged first, as tokenizers does: right is right."""
 
     def encode_by_rank(word, merges):  # the lowest-rank pair first, as tokenizers does
         ids = [BYTE_ID[b] for b in word.encode()]
@@ -51,12 +42,9 @@ def test_other_right_answers_are_accepted(lang):
             pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, (len(rank),))[0])
             if pair not in rank:
                 break
-            ids = solution_my_merge(ids, pair, rank[pair][1])
+            ids = merge_pair(ids, pair, rank[pair][1])
         return ids
 
-    assert_correct(check_count_pairs(with_counter, lang=lang), lang)
-    assert_correct(check_count_pairs(with_zeros, lang=lang), lang)
-    assert_correct(check_merge(merge_as_tuple, lang=lang), lang)
     assert_correct(check_encode(encode_by_rank, lang=lang), lang)
 
 
@@ -418,220 +406,328 @@ def test_decode_stream_forbidden_tools_work_again_after_a_check():
     assert decoder.feed([BYTE_ID[0xC3]]) == "" and decoder.feed([BYTE_ID[0xB1]]) == "ñ"
 
 
-def test_count_pairs_is_no_longer_an_exercise_but_still_checks_a_saved_copy(lang="en"):
-    """The old exercise 1 (it retyped what the notebook shows): a saved copy's cell still imports and runs it."""
-    assert "11.count_pairs" not in exercises() and "11.decode_stream" in exercises()
-    assert_correct(check_count_pairs(solution_my_count_pairs, lang=lang), lang)
-    assert "show_solution" not in check_count_pairs(lambda words: {}, lang=lang).message
+# --- viterbi: right answers written otherwise, and realistic wrong ones ------------------------------
 
 
-# --- count pairs: realistic wrong answers -----------------------------------------------------
+def viterbi_top_down(text, log_prob):
+    """Another right answer: the best split of each suffix, remembered (recursion with a cache)."""
+    import functools
+
+    longest = max(map(len, log_prob))
+
+    @functools.cache
+    def best(i):  # (score, pieces) of text[i:]
+        if i == len(text):
+            return 0.0, ()
+        found = (float("-inf"), ())
+        for j in range(i + 1, min(len(text), i + longest) + 1):
+            if text[i:j] in log_prob:
+                score, rest = best(j)
+                if log_prob[text[i:j]] + score > found[0]:
+                    found = (log_prob[text[i:j]] + score, (text[i:j], *rest))
+        return found
+
+    return list(best(0)[1])
 
 
-def pairs_across_words(words):
-    flat = [i for w in words for i in w]
-    return dict(Counter(zip(flat, flat[1:])))
+def viterbi_with_dicts(text, log_prob):
+    """Another right answer: dictionaries keyed by position, math.inf, a tuple returned."""
+    import math
+
+    best, came_from = {0: 0.0}, {}
+    for end in range(1, len(text) + 1):
+        best[end] = -math.inf
+        for start in range(end):
+            piece = text[start:end]
+            if piece in log_prob and best[start] + log_prob[piece] > best[end]:
+                best[end], came_from[end] = best[start] + log_prob[piece], start
+    out, end = [], len(text)
+    while end:
+        out.insert(0, text[came_from[end] : end])
+        end = came_from[end]
+    return tuple(out)
 
 
-def pairs_once_per_word(words):
-    return dict(Counter(p for w in words for p in set(zip(w, w[1:]))))
+@pytest.mark.parametrize("lang", LANGS)
+def test_viterbi_accepts_other_right_answers(lang):
+    for answer in (solution_my_viterbi, viterbi_top_down, viterbi_with_dicts):
+        assert_correct(check_viterbi(answer, lang=lang), lang)
 
 
-def pairs_without_overlap(words):
-    counts = Counter()
-    for w in words:
-        i = 0
-        while i + 1 < len(w):
-            counts[(w[i], w[i + 1])] += 1
-            i += 2 if w[i] == w[i + 1] else 1
-    return dict(counts)
+def _dp(text, log_prob, start=0.0, worst=float("-inf"), piece_score=None, keep=None, combine=None):
+    """The loop most answers share, written once for the wrong ones below (each states what it changes)."""
+    piece_score = piece_score or (lambda piece: log_prob[piece])
+    keep = keep or (lambda candidate, best: candidate > best)
+    combine = combine or (lambda a, b: a + b)
+    n = len(text)
+    best, back = [start] + [worst] * n, [None] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            if text[j:i] in log_prob and (j == 0 or back[j] is not None):
+                candidate = combine(best[j], piece_score(text[j:i]))
+                if keep(candidate, best[i]):
+                    best[i], back[i] = candidate, j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
 
 
-def pairs_reversed(words):
-    return dict(Counter((b, a) for w in words for a, b in zip(w, w[1:])))
+def viterbi_longest_first(text, log_prob):
+    """As WordPiece encodes: the longest piece of the vocabulary that starts here."""
+    pieces, start = [], 0
+    while start < len(text):
+        end = len(text)
+        while text[start:end] not in log_prob:
+            end -= 1
+        pieces.append(text[start:end])
+        start = end
+    return pieces
 
 
-def pairs_missing_last(words):
-    return dict(Counter((w[i], w[i + 1]) for w in words for i in range(len(w) - 2)))
+def viterbi_greedy(text, log_prob):
+    pieces, start = [], 0
+    while start < len(text):
+        options = [text[start:end] for end in range(start + 1, len(text) + 1) if text[start:end] in log_prob]
+        piece = max(options, key=lambda p: log_prob[p])
+        pieces.append(piece)
+        start += len(piece)
+    return pieces
 
 
-def single_ids(words):
-    return dict(Counter(i for w in words for i in w))
+def viterbi_min(text, log_prob):
+    return _dp(text, log_prob, worst=float("inf"), keep=lambda candidate, best: candidate < best)
 
 
-def pairs_as_strings(words):
-    return {f"{a},{b}": n for (a, b), n in Counter(p for w in words for p in zip(w, w[1:])).items()}
+def viterbi_adds_probabilities(text, log_prob):
+    import math
+
+    return _dp(text, log_prob, piece_score=lambda piece: math.exp(log_prob[piece]))
 
 
-def pairs_most_common(words):
-    return Counter(p for w in words for p in zip(w, w[1:])).most_common()
+def viterbi_fewest(text, log_prob):
+    """Breadth-first: the split with the fewest pieces."""
+    from collections import deque
+
+    came_from, queue = {0: None}, deque([0])
+    while queue:
+        i = queue.popleft()
+        for j in range(i + 1, len(text) + 1):
+            if text[i:j] in log_prob and j not in came_from:
+                came_from[j] = i
+                queue.append(j)
+    pieces, j = [], len(text)
+    while j:
+        pieces.append(text[came_from[j] : j])
+        j = came_from[j]
+    return pieces[::-1]
 
 
-def pairs_doubled(words):
-    return {p: 2 * n for p, n in Counter(p for w in words for p in zip(w, w[1:])).items()}
+def viterbi_backtracks_by_the_best_piece(text, log_prob):
+    best = [0.0] + [float("-inf")] * len(text)
+    for i in range(1, len(text) + 1):
+        for j in range(i):
+            if text[j:i] in log_prob:
+                best[i] = max(best[i], best[j] + log_prob[text[j:i]])
+    pieces, i = [], len(text)
+    while i > 0:  # the most probable last piece, whatever came before it
+        j = max((j for j in range(i) if text[j:i] in log_prob), key=lambda j: log_prob[text[j:i]])
+        pieces.append(text[j:i])
+        i = j
+    return pieces[::-1]
 
 
-def pairs_set_to_one(words):
-    counts = {}
-    for w in words:
-        for pair in zip(w, w[1:]):
-            counts[pair] = 1
-    return counts
+def viterbi_not_reversed(text, log_prob):
+    return solution_my_viterbi(text, log_prob)[::-1]
 
 
-def pairs_updated_per_word(words):
-    counts = {}
-    for w in words:
-        counts.update(Counter(zip(w, w[1:])))  # replaces the earlier words' counts
-    return counts
+def viterbi_get_zero(text, log_prob):
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            score = best[j] + log_prob.get(text[j:i], 0)
+            if score > best[i]:
+                best[i], back[i] = score, j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
 
 
-def pairs_then_crash(words):
-    """Wrong on the first case, crashes on a later one (an empty word): the mistake is still named."""
-    counts = {}
-    for w in words:
-        counts[(w[0], w[1])] = 1
-        for pair in zip(w[1:], w[2:]):
-            counts[pair] = 1
-    return counts
+def viterbi_short_pieces(text, log_prob):
+    """Only pieces of up to 6 characters: "tokens are short"."""
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(max(0, i - 6), i):
+            if text[j:i] in log_prob and best[j] + log_prob[text[j:i]] > best[i]:
+                best[i], back[i] = best[j] + log_prob[text[j:i]], j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
 
 
-COUNT_WRONG = [
-    (pairs_across_words, "across_words"),
-    (pairs_once_per_word, "once_per_word"),
-    (pairs_without_overlap, "no_overlap"),
-    (pairs_reversed, "reversed"),
-    (pairs_missing_last, "last_pair"),
-    (single_ids, "single_ids"),
-    (pairs_as_strings, "bad_keys"),
-    (pairs_most_common, "not_dict"),
-    (pairs_doubled, "counts"),
-    (pairs_set_to_one, "set_to_one"),
-    (pairs_updated_per_word, "last_word_wins"),
-    (pairs_then_crash, "set_to_one"),
+def viterbi_multiplies(text, log_prob):
+    """Probabilities multiplied: once the product is 0.0, nothing beats 0.0 and back[i] stays None."""
+    import math
+
+    return _dp(
+        text, log_prob, start=1.0, worst=0.0, piece_score=lambda p: math.exp(log_prob[p]), combine=lambda a, b: a * b
+    )
+
+
+def viterbi_multiplies_from_minus_one(text, log_prob):
+    import math
+
+    n = len(text)
+    best, back = [1.0] + [-1.0] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            if text[j:i] in log_prob and best[j] * math.exp(log_prob[text[j:i]]) > best[i]:
+                best[i], back[i] = best[j] * math.exp(log_prob[text[j:i]]), j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+def viterbi_misses_the_end(text, log_prob):
+    """The loop over the ends stops one early: the last position is never reached."""
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n):
+        for j in range(i):
+            if text[j:i] in log_prob and best[j] + log_prob[text[j:i]] > best[i]:
+                best[i], back[i] = best[j] + log_prob[text[j:i]], j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+def viterbi_with_score(text, log_prob):
+    pieces = solution_my_viterbi(text, log_prob)
+    return pieces, sum(log_prob[p] for p in pieces)
+
+
+def viterbi_joined(text, log_prob):
+    return " ".join(solution_my_viterbi(text, log_prob))
+
+
+def viterbi_cuts(text, log_prob):
+    """Where each piece starts, not the pieces."""
+    starts, at = [], 0
+    for piece in solution_my_viterbi(text, log_prob):
+        starts.append(at)
+        at += len(piece)
+    return starts
+
+
+def viterbi_pops(text, log_prob):
+    """Takes the pieces out of the vocabulary as it goes."""
+    pieces = solution_my_viterbi(text, log_prob)
+    for piece in pieces:
+        log_prob.pop(piece, None)
+    return pieces
+
+
+def viterbi_with_tokenizers(text, log_prob):
+    from tokenizers import Tokenizer, models
+
+    return Tokenizer(models.Unigram(list(log_prob.items()), unk_id=None)).encode(text).tokens
+
+
+def viterbi_with_package(text, log_prob):
+    from minitransformer.tokenizer import viterbi_split
+
+    return viterbi_split(text, log_prob)
+
+
+def viterbi_without_vocabulary_check(text, log_prob):
+    n = len(text)
+    best, back = [0.0] + [float("-inf")] * n, [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            if best[j] + log_prob[text[j:i]] > best[i]:  # a piece that is not there: KeyError
+                best[i], back[i] = best[j] + log_prob[text[j:i]], j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+VITERBI_WRONG = [
+    (viterbi_longest_first, "longest_first"),
+    (viterbi_greedy, "greedy_best"),
+    (viterbi_min, "minimises"),
+    (viterbi_adds_probabilities, "adds_probs"),
+    (viterbi_fewest, "fewest_pieces"),
+    (viterbi_backtracks_by_the_best_piece, "backtrack"),
+    (viterbi_not_reversed, "split_reversed"),
+    (viterbi_get_zero, "unknown_zero"),
+    (viterbi_short_pieces, "short_pieces"),
+    (viterbi_multiplies, "product_underflow"),
+    (viterbi_multiplies_from_minus_one, "product_underflow"),
+    (viterbi_misses_the_end, "misses_end"),
+    (viterbi_with_score, "with_score"),
+    (viterbi_joined, "split_not_list"),
+    (viterbi_cuts, "split_not_list"),
+    (viterbi_pops, "mutates"),
+    (viterbi_with_tokenizers, "forbidden"),
+    (viterbi_with_package, "forbidden"),
+    (viterbi_without_vocabulary_check, "crashed"),
 ]
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer, hint", COUNT_WRONG, ids=lambda x: getattr(x, "__name__", None))
-def test_count_pairs_rejects_wrong_answers(lang, answer, hint):
-    assert_rejected(check_count_pairs(answer, lang=lang), lang, hint)
+@pytest.mark.parametrize("answer, hint", VITERBI_WRONG, ids=lambda x: getattr(x, "__name__", None))
+def test_viterbi_rejects_wrong_answers(lang, answer, hint):
+    assert_rejected(check_viterbi(answer, lang=lang), lang, hint)
 
 
-# --- merge: realistic wrong answers -------------------------------------------------------------
+def test_viterbi_cases_have_one_best_split_and_the_long_one_underflows():
+    """Each case's best split beats the next best by more than float noise (a right answer summing in another order
+    is still right), and the long text's best split has a probability no float holds."""
+    import math
+
+    from minitransformer.exercises.tokens import _viterbi_cases
+    from minitransformer.tokenizer import viterbi_split
+
+    for text, log_prob in _viterbi_cases():
+        scores = [[0.0]] + [[] for _ in text]  # the two best scores of each prefix
+        for i in range(1, len(text) + 1):
+            found = [s + log_prob[text[j:i]] for j in range(i) if text[j:i] in log_prob for s in scores[j]]
+            scores[i] = sorted(found, reverse=True)[:2]
+        best = viterbi_split(text, log_prob)
+        assert math.isclose(sum(log_prob[p] for p in best), scores[-1][0])
+        assert len(scores[-1]) < 2 or scores[-1][0] - scores[-1][1] > 1e-3, text
+    text, log_prob = _viterbi_cases()[-1]
+    assert math.prod(math.exp(log_prob[p]) for p in viterbi_split(text, log_prob)) == 0.0
 
 
-def merge_first_only(ids, pair, new_id):
-    for i in range(len(ids) - 1):
-        if (ids[i], ids[i + 1]) == pair:
-            return ids[:i] + [new_id] + ids[i + 2 :]
-    return ids
+def test_viterbi_forbidden_tools_work_again_after_a_check():
+    from tokenizers import Tokenizer, models
 
+    from minitransformer.tokenizer import viterbi_split
 
-def merge_right_to_left(ids, pair, new_id):
-    out, i = [], len(ids) - 1
-    while i >= 0:
-        if i > 0 and (ids[i - 1], ids[i]) == pair:
-            out.insert(0, new_id)
-            i -= 2
-        else:
-            out.insert(0, ids[i])
-            i -= 1
-    return out
-
-
-def merge_without_skipping(ids, pair, new_id):
-    out = []
-    for i in range(len(ids)):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-        else:
-            out.append(ids[i])
-    return out
-
-
-def merge_drops_last(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids) - 1:
-        if (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_both_orders(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (pair, pair[::-1]):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_next_id(ids, pair, new_id):
-    return solution_my_merge(ids, pair, max(ids, default=0) + 1)
-
-
-def merge_as_string(ids, pair, new_id):
-    return " ".join(map(str, solution_my_merge(ids, pair, new_id)))
-
-
-def merge_strings_inside(ids, pair, new_id):
-    return [str(i) for i in solution_my_merge(ids, pair, new_id)]
-
-
-def merge_tensor(ids, pair, new_id):
-    return torch.tensor(solution_my_merge(ids, pair, new_id))
-
-
-def merge_keeps_pair(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out += [new_id, ids[i], ids[i + 1]]
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_as_text(ids, pair, new_id):
-    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new_id))
-    return [int(x) for x in text.split()]
-
-
-MERGE_WRONG = [
-    (merge_first_only, "first_only"),
-    (merge_right_to_left, "right_to_left"),
-    (merge_without_skipping, "no_skip"),
-    (merge_drops_last, "drops_last"),
-    (merge_both_orders, "both_orders"),
-    (merge_next_id, "new_id"),
-    (merge_as_string, "not_list"),
-    (merge_strings_inside, "strings"),
-    (merge_tensor, "not_list"),
-    (merge_keeps_pair, "merge_wrong"),
-    (merge_as_text, "as_text"),
-]
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("answer, hint", MERGE_WRONG, ids=lambda x: getattr(x, "__name__", None))
-def test_merge_rejects_wrong_answers(lang, answer, hint):
-    assert_rejected(check_merge(answer, lang=lang), lang, hint)
+    for answer, _ in VITERBI_WRONG:
+        check_viterbi(answer, lang="en")
+    assert viterbi_split("ab", {"a": -1.0, "b": -1.0, "ab": -3.0}) == ["a", "b"]
+    assert Tokenizer(models.Unigram([("a", -1.0), ("b", -1.0)], unk_id=None)).encode("ab").tokens == ["a", "b"]
 
 
 # --- encode: realistic wrong answers ------------------------------------------------------------
 
 
-def _apply(ids, merges, step=solution_my_merge):
+def _apply(ids, merges, step=merge_pair):
     for pair, new_id in merges:
         ids = step(ids, pair, new_id)
     return ids
@@ -679,6 +775,25 @@ def encode_longest_match(word, merges):
     return ids
 
 
+def merge_first_only(ids, pair, new_id):
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [new_id] + ids[i + 2 :]
+    return ids
+
+
+def merge_right_to_left(ids, pair, new_id):
+    out, i = [], len(ids) - 1
+    while i >= 0:
+        if i > 0 and (ids[i - 1], ids[i]) == pair:
+            out.insert(0, new_id)
+            i -= 2
+        else:
+            out.insert(0, ids[i])
+            i -= 1
+    return out
+
+
 def encode_first_occurrence(word, merges):
     return _apply([BYTE_ID[b] for b in word.encode()], merges, merge_first_only)
 
@@ -693,14 +808,14 @@ def encode_latest_first(word, merges):
     table = dict(merges)
     while present := [p for p in zip(ids, ids[1:]) if p in table]:
         pair = max(present, key=rank.get)
-        ids = solution_my_merge(ids, pair, table[pair])
+        ids = merge_pair(ids, pair, table[pair])
     return ids
 
 
 def encode_forgets_the_result(word, merges):
     ids = [BYTE_ID[b] for b in word.encode()]
     for pair, new_id in merges:
-        solution_my_merge(ids, pair, new_id)  # the merged list is thrown away
+        merge_pair(ids, pair, new_id)  # the merged list is thrown away
     return ids
 
 
@@ -748,82 +863,6 @@ def test_encoding_merge_after_merge_is_encoding_by_rank():
 # Each written as a student would, independently of the checker's own mistake programs.
 
 
-def count_with_table(words):
-    """A 256 × 256 table: fine for bytes, out of range for the ids merges make."""
-    table = [[0] * 256 for _ in range(256)]
-    for w in words:
-        for a, b in zip(w, w[1:]):
-            table[a][b] += 1
-    return {(a, b): table[a][b] for a in range(256) for b in range(256) if table[a][b]}
-
-
-def count_with_bytes(words):
-    counts = Counter()
-    for w in words:
-        data = bytes(w)
-        counts.update(zip(data, data[1:]))
-    return dict(counts)
-
-
-def count_empties_words(words):
-    counts = {}
-    for w in words:
-        while len(w) > 1:
-            a = w.pop(0)
-            counts[(a, w[0])] = counts.get((a, w[0]), 0) + 1
-    return counts
-
-
-def count_with_package(words):
-    from minitransformer.tokenizer import count_pairs
-
-    return dict(count_pairs(words))
-
-
-def count_as_tensor_rows(words):
-    """The pairs as rows of a tensor, counted with torch.unique: the counts stay tensors."""
-    rows = torch.cat([torch.tensor(list(zip(w, w[1:])), dtype=torch.long).reshape(-1, 2) for w in words])
-    pairs, n = torch.unique(rows, dim=0, return_counts=True)
-    return {tuple(p): c.reshape(1).repeat(2) for p, c in zip(pairs.tolist(), n)}
-
-
-def count_as_tensor_counts(words):
-    rows = torch.cat([torch.tensor(list(zip(w, w[1:])), dtype=torch.long).reshape(-1, 2) for w in words])
-    pairs, n = torch.unique(rows, dim=0, return_counts=True)
-    return dict(zip(map(tuple, pairs.tolist()), n))
-
-
-def merge_with_bytes(ids, pair, new_id):
-    return list(bytes(ids).replace(bytes(pair), bytes([new_id])))
-
-
-def merge_with_is(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and ids[i] is pair[0] and ids[i + 1] is pair[1]:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def merge_in_place(ids, pair, new_id):
-    i = 0
-    while i < len(ids) - 1:
-        if ids[i] == pair[0] and ids[i + 1] == pair[1]:
-            ids[i : i + 2] = [new_id]
-        i += 1
-    return ids
-
-
-def merge_with_package(ids, pair, new_id):
-    from minitransformer import tokenizer
-
-    return tokenizer.merge(ids, pair, new_id)
-
-
 def _bytes_then(word):
     return [BYTE_ID[b] for b in word.encode("utf-8")]
 
@@ -862,7 +901,7 @@ def encode_lowercase(word, merges):
 def encode_numbers_merges(word, merges):
     ids = _bytes_then(word)
     for rank, (pair, _) in enumerate(merges):
-        ids = solution_my_merge(ids, pair, 256 + rank)
+        ids = merge_pair(ids, pair, 256 + rank)
     return ids
 
 
@@ -870,7 +909,7 @@ def encode_empties_merges(word, merges):
     ids = _bytes_then(word)
     while merges:
         pair, new_id = merges.pop(0)
-        ids = solution_my_merge(ids, pair, new_id)
+        ids = merge_pair(ids, pair, new_id)
     return ids
 
 
@@ -920,16 +959,6 @@ def encode_with_tokenizers(word, merges):
 
 
 ISSUE_37 = [
-    (check_count_pairs, count_with_table, "below_256"),
-    (check_count_pairs, count_with_bytes, "below_256"),
-    (check_count_pairs, count_empties_words, "mutates"),
-    (check_count_pairs, count_with_package, "forbidden"),
-    (check_count_pairs, count_as_tensor_rows, "count_type"),
-    (check_count_pairs, count_as_tensor_counts, "count_type"),
-    (check_merge, merge_with_bytes, "below_256"),
-    (check_merge, merge_with_is, "identity"),
-    (check_merge, merge_in_place, "mutates"),
-    (check_merge, merge_with_package, "forbidden"),
     (check_encode, encode_with_is, "encode_identity"),
     (check_encode, encode_nfc, "normalises"),
     (check_encode, encode_nfkc, "normalises"),

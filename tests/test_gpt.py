@@ -65,9 +65,10 @@ SUPPORTED = [
     dict(n_inner=80),
     dict(n_inner=None, n_embd=40, n_head=5),
     dict(tie_word_embeddings=False),
-    dict(scale_attn_weights=False),
-    dict(scale_attn_by_inverse_layer_idx=True),
-    dict(scale_attn_weights=False, scale_attn_by_inverse_layer_idx=True),
+    # transformers' eager attention, its reference: before 5.4 its sdpa path disagreed with it on these two settings
+    dict(scale_attn_weights=False, attn_implementation="eager"),
+    dict(scale_attn_by_inverse_layer_idx=True, attn_implementation="eager"),
+    dict(scale_attn_weights=False, scale_attn_by_inverse_layer_idx=True, attn_implementation="eager"),
     dict(reorder_and_upcast_attn=True, attn_implementation="eager"),
     dict(reorder_and_upcast_attn=True, scale_attn_by_inverse_layer_idx=True, attn_implementation="eager"),
     dict(attn_implementation="eager"),

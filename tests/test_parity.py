@@ -97,15 +97,19 @@ def test_title_badge_and_setup(path):
     rel = path.relative_to(ROOT).as_posix()
     first = source(cells[0])
     assert first.startswith(f"# {path.name[:2]} · "), f"{rel}: cell 0 must be the title"
-    badge = re.search(r"\(https://colab\.research\.google\.com/github/([^/]+/[^/]+)/blob/main/(\S+?)\)", first)
+    badge = re.search(r"\(https://colab\.research\.google\.com/github/([^/]+/[^/]+)/blob/([^/]+)/(\S+?)\)", first)
     assert badge, f"{rel}: cell 0 has no 'Open in Colab' badge"
-    assert badge.group(2) == rel, f"{rel}: its Colab badge points at {badge.group(2)}"
+    assert badge.group(3) == rel, f"{rel}: its Colab badge points at {badge.group(3)}"
+    ref = nbt.git_ref(nbt.package_version())  # the release's tag, or main between releases
+    assert badge.group(2) == ref, f"{rel}: its Colab badge opens {badge.group(2)}, not {ref}"
     setup = source(cells[1])
     assert 'if "google.colab" in sys.modules:' in setup and "pip" in setup, (
         f"{rel}: cell 1 must be the Colab setup cell"
     )
     install = re.search(r'"pip", "install"[^\]]*\]', setup).group(0)
     assert not re.search(r'"torch\b', install), f"{rel}: the setup cell must not reinstall torch"
+    package = f'"minitransformer @ git+https://github.com/{badge.group(1)}@{ref}"'
+    assert package in setup, f"{rel}: the setup cell must install {package}"
     assert f'LANG = "{path.parent.name}"' in setup
 
 

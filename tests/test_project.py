@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from notebook_tool import nbt
 
 try:
     import tomllib
@@ -43,12 +44,14 @@ def test_torch_pinned_in_the_one_lock_everyone_uses():
 
 
 def test_readme_lists_every_notebook_in_both_languages():
+    """Each notebook is linked, and its Colab badge opens the latest release's copy, which installs that release."""
     text = read("README.md")
+    release = nbt.latest_release()
     for lang in ("es", "en"):
         for nb in sorted((ROOT / "notebooks" / lang).glob("[0-9][0-9]_*.ipynb")):
             rel = nb.relative_to(ROOT).as_posix()
             assert f"]({rel})" in text, f"README.md does not link {rel}"
-            assert f"/blob/main/{rel})" in text, f"README.md has no Colab badge for {rel}"
+            assert f"/blob/v{release}/{rel})" in text, f"README.md has no Colab badge for {rel} at v{release}"
 
 
 def test_warnings_from_our_code_are_errors_and_third_party_ones_are_named():

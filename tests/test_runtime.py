@@ -1,10 +1,10 @@
-"""The runtime helpers: eval mode for a block."""
+"""The runtime helpers: eval mode and a thread count for a block, the device."""
 
 import pytest
 import torch
 from torch import nn
 
-from minitransformer.runtime import eval_mode
+from minitransformer.runtime import cpu_threads, eval_mode
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -18,6 +18,17 @@ def test_eval_mode_gives_the_model_back_its_mode_even_after_an_error(training):
     assert model.training is training
 
 
+def test_cpu_threads_gives_torch_back_its_thread_count_even_after_an_error():
+    before = torch.get_num_threads()
+    other = 1 if before != 1 else 2
+    with cpu_threads(other):
+        assert torch.get_num_threads() == other
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), cpu_threads(other):
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+
+
 def test_the_device_is_chosen_in_one_place(monkeypatch):
     """CUDA when there is a GPU, else the CPU; Apple's MPS, or the CPU on a GPU machine, only when the user asks
     (MINITRANSFORMER_DEVICE); a name the course does not use, or a device this machine lacks, is a clear error."""
@@ -29,6 +40,9 @@ def test_the_device_is_chosen_in_one_place(monkeypatch):
     assert runtime.default_device() == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert runtime.default_device() == torch.device("cuda")
+    assert runtime.default_device(gpu=False) == torch.device("cpu")  # a toy model a GPU does not speed up
+    monkeypatch.setenv(runtime.DEVICE_ENV, "cuda")
+    assert runtime.default_device(gpu=False) == torch.device("cuda")  # the user's choice wins
     monkeypatch.setenv(runtime.DEVICE_ENV, "CPU")
     assert runtime.default_device() == torch.device("cpu")
     monkeypatch.setenv(runtime.DEVICE_ENV, "mps")

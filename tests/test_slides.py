@@ -10,6 +10,7 @@ draw. Without Chromium only the checks that need no browser run.
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import re
 import shutil
@@ -234,3 +235,116 @@ def test_lab_settings_for_a_projector(tmp_path):
     before = path.stat().st_mtime_ns, server.stat().st_mtime_ns
     assert course.write_lab_settings(tmp_path) == [path, server]
     assert (path.stat().st_mtime_ns, server.stat().st_mtime_ns) == before
+
+
+# --------------------------------------------------------------------------- the lecture path
+
+
+NOTEBOOKS_WITH_OPTIONS = [nb for nb in NOTEBOOKS["en"] if slides.optional_cells(nbformat.read(nb, as_version=4))]
+
+
+def test_optional_sections_are_the_same_in_both_languages_and_close_their_section():
+    """A section marked (opcional)/(optional) is the same cells in both languages, and the cell after it starts a new
+    section (a slide): → in a deck goes past the optional subsections, which close their section's column. In such
+    a notebook every section heading starts its cell, so that each section is a column of its own."""
+    assert any(nb.name.startswith("11_") for nb in NOTEBOOKS_WITH_OPTIONS)
+    for es, en in zip(NOTEBOOKS["es"], NOTEBOOKS["en"]):
+        notebooks = {lang: nbformat.read(path, as_version=4) for lang, path in (("es", es), ("en", en))}
+        optional = {lang: slides.optional_cells(nb) for lang, nb in notebooks.items()}
+        assert optional["es"] == optional["en"], en.name
+        cells = notebooks["en"].cells
+        if optional["en"]:
+            for cell in cells:
+                if cell.cell_type == "markdown":
+                    inside = re.findall(r"^## ", cell.source.strip(), re.M)[int(cell.source.startswith("## ")) :]
+                    assert not inside, f"{en.name}: a section starts in the middle of {cell.source[:40]!r}"
+        for i in optional["en"]:
+            if i + 1 < len(cells) and i + 1 not in optional["en"]:
+                kind = cells[i + 1].metadata.get("slideshow", {}).get("slide_type")
+                assert kind == "slide", f"{en.name}: cell {i + 1} follows an optional section inside its section"
+            if cells[i].cell_type == "markdown" and slides.OPTIONAL.match(cells[i].source.strip()):
+                marked = {lang: nb.cells[i].source.strip().split()[1].lower() for lang, nb in notebooks.items()}
+                assert marked == {"es": "(opcional)", "en": "(optional)"}, marked
+
+
+def test_optional_cells_follow_the_headings():
+    nb = nbformat.v4.new_notebook()
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    nb.cells = [
+        md("## 1. A"),
+        code("a = 1"),
+        md("### (Optional) B"),
+        code("b = 2"),
+        md("text"),
+        md("### C"),
+        code("c = 3"),
+        md("### (Opcional) D"),
+        md("#### inside"),
+        code("d = 4"),
+        md("## 2. E"),
+    ]
+    assert slides.optional_cells(nb) == [2, 3, 4, 7, 8, 9]
+    nb.cells = [md("### (Optional) B"), md("the end of B\n\n### C")]
+    with pytest.raises(ValueError, match="middle of a cell"):
+        slides.optional_cells(nb)
+
+
+def test_the_lecture_deck_leaves_the_optional_sections_out(tmp_path):
+    """`--lecture` writes NN_name.lecture.html beside the whole deck, without the optional sections' slides, and the
+    index links it."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "slides.py"), "11", "--lecture", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for lang in slides.LANGS:
+        path = next(p for p in NOTEBOOKS[lang] if p.name.startswith("11_"))
+        nb = nbformat.read(path, as_version=4)
+        whole, lecture = deck_of(tmp_path, lang, path), tmp_path / lang / f"{path.stem}.lecture.html"
+        left_out = set(slides.optional_cells(nb))
+        kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells]
+        kept = [k for i, k in enumerate(kinds) if i not in left_out]
+        text = lecture.read_text(encoding="utf-8")
+        assert text.count("<section") == 2 * kept.count("slide") + kept.count("subslide")
+        assert whole.read_text(encoding="utf-8").count("<section") > text.count("<section")
+        assert ("(Opcional)" if lang == "es" else "(Optional)") not in text
+        assert f'href="{lang}/{lecture.name}"' in (tmp_path / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nb", NOTEBOOKS_WITH_OPTIONS, ids=lambda p: p.name)
+def test_a_notebook_runs_without_its_optional_sections(nb, tmp_path):
+    """What the goals of such a notebook promise: no other cell depends on an optional section, so a lecture can skip
+    them when it runs the notebook (executed as a student would, without the cells the lecture's deck leaves out)."""
+    spec = importlib.util.spec_from_file_location("benchmark_notebooks", ROOT / "benchmarks" / "notebooks.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    notebook = nbformat.read(nb, as_version=4)
+    left_out = set(slides.optional_cells(notebook))
+    notebook.cells = [cell for i, cell in enumerate(notebook.cells) if i not in left_out]
+    lecture = tmp_path / nb.name
+    nbformat.write(notebook, lecture)
+    bench.execute(lecture, timeout=600)  # raises nbclient's CellExecutionError if a cell needs a skipped one
+
+
+GUIDES = {"es": ("guia_docente.md", "Camino de clase"), "en": ("teachers_guide.md", "Lecture path")}
+
+
+@pytest.mark.parametrize("lang", slides.LANGS)
+@pytest.mark.parametrize("nb", NOTEBOOKS_WITH_OPTIONS, ids=lambda p: p.name)
+def test_the_guides_lecture_path_fits_its_slot(nb, lang):
+    """A notebook with optional sections has a lecture path in the teacher's guide whose minutes add up to its slot,
+    and the guide says what the lecture leaves for home: the sections marked optional."""
+    name, label = GUIDES[lang]
+    guide = (ROOT / "docs" / name).read_text(encoding="utf-8")
+    number = nb.name[:2]
+    section = re.search(rf"^### {number} · .*?\((\d+) min\)\n(.*?)(?=^### |\Z)", guide, re.S | re.M)
+    assert section, f"{name} has no section for notebook {number}"
+    slot, text = int(section.group(1)), section.group(2)
+    path = re.search(rf"\*\*{label} \((\d+) min\):\*\*(.*?)(?=\n- \*\*)", text, re.S)
+    assert path, f"{name}, notebook {number}: no lecture path"
+    minutes = [int(m) for m in re.findall(r"\((\d+) min\)", path.group(2))]
+    assert int(path.group(1)) == slot and sum(minutes) == slot, (minutes, slot)
+    assert ("(opcional)" if lang == "es" else "(optional)") in text.lower()  # what the lecture leaves for home

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from minitransformer import i18n
@@ -36,6 +37,7 @@ from minitransformer.tokenizer import (
     pretokenize,
     token_stats,
     train_bpe,
+    viterbi_split,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,6 +189,20 @@ def test_ties_go_to_the_smallest_pair_of_ids():
     assert merges_as_text(ours) == hf_merges(hf_tokenizer("ba,dc,cb", 259))
 
 
+@pytest.mark.parametrize(
+    "size", [np.int64(300), np.int32(300), np.uint16(300), np.array(300), torch.tensor(300)], ids=repr
+)
+def test_vocab_size_is_any_integer_as_tokenizers_takes_it(size):
+    """A vocabulary size is any integer (``operator.index``): numpy's and torch's too, as ``tokenizers`` takes them;
+    the same merges as with the int, and the same truncation."""
+    text = "el año que viene, el niño y el ñandú comen; el año que viene"
+    ours = train_bpe(text, size)
+    assert ours == train_bpe(text, 300) and ours.vocab_size > 280
+    assert merges_as_text(ours) == hf_merges(hf_tokenizer(text, size))  # tokenizers accepts the same size
+    assert ours.truncated(np.int64(280)) == ours.truncated(280)
+    assert train_bpe(text, size, special_tokens=["<eos>"]) == train_bpe(text, 300, special_tokens=["<eos>"])
+
+
 def test_a_smaller_vocabulary_is_the_first_merges(corpora):
     full = train_bpe(corpora["es"], 3000)
     for size in (256, 257, 600, 2999, 3000):
@@ -251,6 +267,18 @@ BAD = {
     "a vocabulary below 256": (lambda tok: train_bpe("abc", 255), "al menos 256", "at least 256"),
     "a vocabulary that is not an int": (lambda tok: train_bpe("abc", 300.0), "al menos 256", "at least 256"),
     "a vocabulary that is a bool": (lambda tok: train_bpe("abc", True), "al menos 256", "at least 256"),
+    "a vocabulary that is a numpy float": (
+        lambda tok: train_bpe("abc", np.float64(300.0)),
+        "al menos 256",
+        "at least 256",
+    ),
+    "a vocabulary that is a numpy bool": (lambda tok: train_bpe("abc", np.bool_(True)), "al menos 256", "at least 256"),
+    "a vocabulary that is a float tensor": (
+        lambda tok: train_bpe("abc", torch.tensor(300.0)),
+        "al menos 256",
+        "at least 256",
+    ),
+    "a vocabulary that is a list": (lambda tok: train_bpe("abc", [300]), "al menos 256", "at least 256"),
     "a larger truncation": (lambda tok: tok.truncated(tok.vocab_size + 1), "sin entrenar más", "without more training"),
     "an unknown id": (lambda tok: tok.decode([3, tok.vocab_size]), "no es un token", "is not a token"),
     "a negative id": (lambda tok: tok.decode([-1]), "no es un token", "is not a token"),
@@ -304,6 +332,18 @@ BAD = {
         "inside a UTF-8 character",
     ),
     "a stream decoder fed text": (lambda tok: tok.stream_decoder().feed("12"), "lista de enteros", "list of integers"),
+    "a text no piece covers": (
+        lambda tok: viterbi_split("abd", {"a": -1.0, "b": -1.0}),
+        "ningún trozo del vocabulario cubre",
+        "no piece of the vocabulary covers",
+    ),
+    "log_prob that is not a dictionary": (lambda tok: viterbi_split("a", [("a", -1.0)]), "diccionario", "dictionary"),
+    "a log probability that is a string": (
+        lambda tok: viterbi_split("a", {"a": "-1"}),
+        "textos a números",
+        "strings to numbers",
+    ),
+    "a log probability that is NaN": (lambda tok: viterbi_split("a", {"a": float("nan")}), "de −∞ a 0", "from −∞ to 0"),
 }
 
 
@@ -855,3 +895,40 @@ def test_gpt2_files_that_number_bytes_otherwise_keep_their_ids(tmp_path):
     assert ours.encode("hola") == [table["hola"]] and ours.encode("!") == [table["!"]]
     assert ByteBPE.load(ours.save(tmp_path / "bpe.json")) == ours
     assert ByteBPE.load_gpt2(*ours.save_gpt2(tmp_path / "e.json", tmp_path / "m.bpe")) == ours
+
+
+# --------------------------------------------------------------------------- Unigram's split
+
+
+def unigram(log_prob: dict[str, float]) -> Tokenizer:
+    """``tokenizers``' Unigram model over ``log_prob``, with nothing before it (no normaliser, no pre-tokeniser)."""
+    return Tokenizer(models.Unigram(list(log_prob.items()), unk_id=None, byte_fallback=False))
+
+
+def test_viterbi_split_is_tokenizers_unigram_on_random_vocabularies():
+    """The most probable split, as tokenizers' Unigram model finds it: random texts over a few characters (many
+    overlapping pieces) and random log probabilities (no two splits score the same)."""
+    rng = random.Random(3)
+    for _ in range(300):
+        alphabet = rng.choice(["ab", "abc", "a▁b", "añ▁ü", "xyz▁"])
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(3)]
+        pieces = set(alphabet) | {
+            t[i : i + rng.randint(2, 6)] for t in texts for i in range(len(t)) if rng.random() < 0.4
+        }
+        log_prob = {p: -rng.uniform(0.5, 12.0) for p in sorted(pieces)}
+        theirs = unigram(log_prob)
+        for text in texts:
+            ours = viterbi_split(text, log_prob)
+            assert ours == theirs.encode(text).tokens, (text, log_prob)
+            assert "".join(ours) == text
+
+
+def test_viterbi_split_on_the_hand_examples():
+    log_prob = {"a": -3.0, "b": -3.5, "c": -2.5, "ab": -4.0, "bc": -3.0, "abc": -9.5}
+    assert viterbi_split("abc", log_prob) == ["a", "bc"]  # −6.0, against −6.5 (ab c), −9.0 (a b c), −9.5 (abc)
+    assert viterbi_split("", log_prob) == []
+    assert viterbi_split("ab", {"a": -2.0, "b": -2.5, "ab": -10.0}) == ["a", "b"]  # not the fewest pieces
+    assert viterbi_split("ab", {"a": -2.0, "b": float("-inf"), "ab": -10.0}) == ["ab"]  # probability 0: no piece
+    long = "ab" * 400  # a product of probabilities would be 0.0 long before the end; the sum of logs is not
+    assert viterbi_split(long, {"a": -7.0, "b": -7.5, "ab": -13.0}) == ["ab"] * 400
+    assert viterbi_split("ab", {"a": np.float64(-1.0), "b": np.float32(-1.0), "ab": -3}) == ["a", "b"]

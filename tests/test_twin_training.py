@@ -137,18 +137,12 @@ def run_after_startup(folder: Path, code: str) -> dict[str, str]:
 def test_the_startup_script_wraps_the_training_functions_once_imported_and_leaves_no_names(tmp_path):
     code = (
         "import sys\n"
-        "assert 'minitransformer.gpt' not in sys.modules  # nothing imported before a notebook asks\n"
-        "from minitransformer.gpt import train_counting_gpt\n"
-        "from minitransformer.translator import train_number_translator\n"
-        "from minitransformer.ablation import run_ablation\n"
-        "from minitransformer.gpt import generate\n"
-        "old = (train_counting_gpt, train_number_translator, run_ablation)\n"
+        "assert 'minitransformer.course.counting' not in sys.modules  # nothing imported before a notebook asks\n"
         "from minitransformer.course.counting import train_counting_gpt\n"
         "from minitransformer.course.translator import train_number_translator\n"
         "from minitransformer.course.ablation import run_ablation\n"
-        "new = (train_counting_gpt, train_number_translator, run_ablation)\n"
-        "assert all(getattr(f, 'twin_shared', False) for f in new)\n"
-        "assert old == new  # the old names give the same functions, wrapped once\n"
+        "from minitransformer.generation import generate\n"
+        "assert all(f.twin_shared for f in (train_counting_gpt, train_number_translator, run_ablation))\n"
         "assert not hasattr(generate, 'twin_shared')\n"
         "assert set(namespace) == {'__name__', '__builtins__'}, set(namespace)\n"
     )
@@ -156,28 +150,11 @@ def test_the_startup_script_wraps_the_training_functions_once_imported_and_leave
     assert Path(environ[twin_training.CACHE_ENV]).is_dir()
 
 
-@pytest.mark.parametrize(
-    "first",
-    ["minitransformer.course.counting", "minitransformer.course.translator", "minitransformer.course.ablation"],
-)
-def test_a_notebook_that_imports_the_new_module_first_gets_it_wrapped(tmp_path, first):
-    """Notebook 09 imports course.counting before anything else; course.counting imports gpt, whose old name
-    train_counting_gpt leads back to course.counting: the hook must not ask gpt for it while course.counting is
-    still being made (a circular import in every cell of 09 in the test run, not outside it)."""
-    code = (
-        f"import importlib; module = importlib.import_module({first!r})\n"
-        "from minitransformer.gpt import train_counting_gpt as old\n"
-        "from minitransformer.course.counting import train_counting_gpt as new\n"
-        "assert old is new and new.twin_shared\n"
-    )
-    run_after_startup(tmp_path, code)
-
-
 def test_every_training_function_is_where_the_cache_looks_for_it():
     """A function that moved without its new module here would not fail: it would train in both languages."""
     import importlib
 
-    for module, names in {**twin_training.TRAINING, **twin_training.OLD_NAMES}.items():
+    for module, names in twin_training.TRAINING.items():
         for name in names:
             function = getattr(importlib.import_module(module), name)
             home = function.__module__

@@ -34,7 +34,26 @@ def test_pyproject_takes_the_version_from_the_package():
 
 def test_imported_version_is_the_one_in_the_source():
     assert minitransformer.__version__ == source_version()
-    assert re.fullmatch(r"\d+\.\d+\.\d+", minitransformer.__version__)
+    # a release, or a development version between releases (PEP 440): what the notebooks install follows from it
+    assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+)?", minitransformer.__version__)
+
+
+def release_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:3])
+
+
+def test_the_changelog_names_the_release_or_an_older_one_between_releases():
+    """A release has its note in CHANGELOG.md (its heading first); a development version comes after the newest
+    release the changelog names (1.1.0.dev0 follows 1.0.0)."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    releases = re.findall(r"^## (\d+\.\d+\.\d+)\b", text, re.M)
+    assert releases, "CHANGELOG.md names no release ('## X.Y.Z' headings, newest first)"
+    assert releases == sorted(releases, key=release_tuple, reverse=True), "the changelog lists the newest first"
+    version = source_version()
+    if ".dev" in version:
+        assert release_tuple(version) > release_tuple(releases[0]), (version, releases[0])
+    else:
+        assert releases[0] == version, f"CHANGELOG.md has no note for {version} at the top"
 
 
 def test_setuptools_reads_the_package_version(tmp_path):

@@ -9,7 +9,12 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from minitransformer.viz.circuits import plot_head_patterns, plot_loss_by_position, plot_phase_change  # noqa: E402
+from minitransformer.viz.circuits import (  # noqa: E402
+    plot_circuits,
+    plot_head_patterns,
+    plot_loss_by_position,
+    plot_phase_change,
+)
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
@@ -57,3 +62,34 @@ def test_head_patterns_one_panel_per_head_with_the_period_marked(lang):
     assert len(heads[0].lines) == 4  # a horizontal and a vertical line at positions 2 and 4
     assert heads[1].get_xlabel() == ("posición de la clave" if lang == "es" else "key position")
     assert fig.axes[2].get_ylabel() == ("peso de atención" if lang == "es" else "attention weight")
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_phase_change_with_the_in_context_score_in_a_panel_of_its_own(lang):
+    steps = [0, 25, 50, 75]
+    scores = [torch.full((2, 2), 0.1 * k) for k in range(4)]
+    fig = plot_phase_change(
+        steps, [3.5, 3.4, 1.0, 0.1], scores, scores, lang, onset=50, halfway=50, in_context=[0.0, -0.2, -2.5, -3.5]
+    )
+    top, middle, bottom = fig.axes[:3]
+    assert middle.lines[0].get_ydata().tolist() == [0.0, -0.2, -2.5, -3.5]
+    assert sum(1 for line in middle.lines if line.get_xdata()[0] == 50) == 2  # onset and halfway on it too
+    assert middle.get_ylabel() == ("aprendizaje en\ncontexto (nats)" if lang == "es" else "in-context\nlearning (nats)")
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_circuits_one_panel_each_scaled_to_its_largest_entry(lang):
+    a = torch.eye(4) * 3 - 1
+    fig = plot_circuits([a, -a], ["1.0", "b"], lang)
+    first, second = fig.axes[:2]
+    assert [first.get_title(), second.get_title()] == ["1.0", "b"]
+    assert torch.allclose(torch.as_tensor(first.images[0].get_array()), a / 2)  # its largest |entry| is 2
+    assert first.get_xlabel() == ("logit que sube" if lang == "es" else "logit raised")
+    assert first.images[0].get_clim() == (-1, 1)
+
+
+def test_circuits_take_one_x_label_per_panel_and_name_the_rows_once():
+    a = torch.eye(3)
+    fig = plot_circuits([a, a], ["x", "y"], "en", xlabel=["first", "second"], ylabel="rows")
+    assert [ax.get_xlabel() for ax in fig.axes[:2]] == ["first", "second"]
+    assert [ax.get_ylabel() for ax in fig.axes[:2]] == ["rows", ""]

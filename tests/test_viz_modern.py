@@ -13,7 +13,7 @@ from matplotlib.text import Text  # noqa: E402
 
 from minitransformer.attention_cost import power_law_fit  # noqa: E402
 from minitransformer.course.ablation import FULL_SETUP, MEASURED, VARIANTS, counting_task  # noqa: E402
-from minitransformer.runtime import setup  # noqa: E402
+from minitransformer.runtime import setup as notebook_setup  # noqa: E402  (a module-level "setup" is a test hook to pytest 8.0)
 from minitransformer.viz.modern import plot_ablation, plot_attention_cost, plot_rope_scores  # noqa: E402
 
 FAKE = {v.name: [0.7 + 0.01 * i + 0.001 * s for s in range(6)] for i, v in enumerate(VARIANTS)}
@@ -41,7 +41,7 @@ def assert_every_text_inside(fig):
 
 @pytest.fixture(params=["es", "en"])
 def lang(request):
-    setup(lang=request.param)  # the notebooks' figure style
+    notebook_setup(lang=request.param)  # the notebooks' figure style
     return request.param
 
 

@@ -31,20 +31,14 @@ from pathlib import Path
 CACHE_ENV = "MINITRANSFORMER_TWIN_CACHE"
 _UNPICKLABLE = (pickle.PicklingError, TypeError, AttributeError)  # what pickle raises for a value it cannot write
 # module -> the functions of it that train (each one's result is fully set by its arguments, the generators' states
-# and the numerics; none of them draws a progress bar into a compared output). The old names of the same functions
-# (a notebook executed before they moved to minitransformer.course imports them there) give the same function,
-# wrapped once where it lives: a miss here would not fail, it would train in both languages.
+# and the numerics; none of them draws a progress bar into a compared output). A function missing here would not
+# fail: it would train in both languages.
 TRAINING = {
     "minitransformer.course.translator": ("train_number_translator",),
     "minitransformer.course.counting": ("train_counting_gpt",),
     "minitransformer.course.ablation": ("run_ablation",),
     "minitransformer.course.induction": ("train_induction_model",),
     "minitransformer.course.language_model": ("train_prose_model",),
-}
-OLD_NAMES = {
-    "minitransformer.translator": ("train_number_translator",),
-    "minitransformer.gpt": ("train_counting_gpt",),
-    "minitransformer.ablation": ("run_ablation",),
 }
 
 
@@ -143,14 +137,13 @@ def shared(module: str, function, folder: Path):
 
 class _WrapAfterImport(importlib.abc.MetaPathFinder):
     """Wraps the training functions of a module of ``TRAINING`` once it has been imported (no import before the
-    notebook asks for it: a kernel that never trains pays nothing), and checks that the old names of ``OLD_NAMES``
-    give them wrapped."""
+    notebook asks for it: a kernel that never trains pays nothing)."""
 
     def __init__(self, folder: Path):
         self.folder = folder
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in TRAINING and fullname not in OLD_NAMES:
+        if fullname not in TRAINING:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
@@ -159,14 +152,8 @@ class _WrapAfterImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             execute(module)
-            for name in TRAINING.get(fullname, ()):
+            for name in TRAINING[fullname]:
                 setattr(module, name, shared(fullname, getattr(module, name), folder))
-            for name in OLD_NAMES.get(fullname, ()):
-                # A re-export holds the new module's function, wrapped there; an old name found when asked for
-                # (PEP 562, as gpt's) is not read here: gpt is imported by course.counting itself, half-made then.
-                function = module.__dict__.get(name)
-                if function is not None and not getattr(function, "twin_shared", False):  # no longer re-exports
-                    setattr(module, name, shared(fullname, function, folder))
 
         spec.loader.exec_module = exec_module
         return spec

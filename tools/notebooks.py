@@ -89,6 +89,45 @@ def repository() -> str:
     return url.removeprefix("https://github.com/").rstrip("/")
 
 
+# A release's version; between releases main has a development version, X.Y.Z.devN (PEP 440).
+RELEASE = re.compile(r"\d+\.\d+\.\d+")
+DEVELOPMENT = re.compile(r"\d+\.\d+\.\d+\.dev\d+")
+
+
+def package_version() -> str:
+    """The package's ``__version__``, read from where it is written once (the package's ``__init__.py``)."""
+    text = (ROOT / "src" / "minitransformer" / "__init__.py").read_text(encoding="utf-8")
+    return re.search(r'^__version__ = "([^"]+)"$', text, re.M).group(1)
+
+
+def git_ref(version: str) -> str:
+    """The git ref that notebooks built at ``version`` install the package from and open in Colab: a release's
+    tag, ``vX.Y.Z`` (a student's saved copy keeps installing the package it was written for), or for a
+    development version the main branch (main's notebooks run main's package)."""
+    if RELEASE.fullmatch(version):
+        return f"v{version}"
+    if DEVELOPMENT.fullmatch(version):
+        return "main"
+    raise ValueError(f"__version__ {version!r} is neither a release (X.Y.Z) nor a development version (X.Y.Z.devN)")
+
+
+def latest_release() -> str:
+    """The newest release: the package's version when it is one, else the newest one in CHANGELOG.md (its first
+    ``## X.Y.Z`` heading). The README's badges open that release's notebooks."""
+    version = package_version()
+    if RELEASE.fullmatch(version):
+        return version
+    found = re.search(r"^## (\d+\.\d+\.\d+)\b", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    if found is None:
+        raise ValueError(f"version {version} is not a release, and CHANGELOG.md names none (a '## X.Y.Z' heading)")
+    return found.group(1)
+
+
+def colab_url(rel: str, ref: str) -> str:
+    """Colab's address of the notebook at ``rel`` (a path in the repository) as it is at git ref ``ref``."""
+    return f"https://colab.research.google.com/github/{repository()}/blob/{ref}/{rel}"
+
+
 @dataclass
 class Source:
     path: Path
@@ -170,7 +209,7 @@ def translate(code: str, lang: str, where: str) -> str:
 
 def title_cell(src: Source, lang: str) -> str:
     rel = src.notebook_path(lang).relative_to(ROOT).as_posix()
-    url = f"https://colab.research.google.com/github/{repository()}/blob/main/{rel}"
+    url = colab_url(rel, git_ref(package_version()))
     other = "en" if lang == "es" else "es"
     other_rel = f"../{other}/{src.notebook_path(other).name}"
     course = {"es": "Transformers desde cero", "en": "Transformers from scratch"}[lang]
@@ -182,16 +221,17 @@ def title_cell(src: Source, lang: str) -> str:
     )
 
 
+# The setup cell. {repo} and {ref} are filled in by the builder: the notebook installs the package at the git ref
+# its version gives (git_ref: a release's tag, or main between releases).
 SETUP_CODE = """\
-# «Preparación: en Colab instala el paquete del curso (torch ya viene|Setup: in Colab this installs the course package (torch is already»
-# «instalado); en tu equipo no hace nada más.|there); elsewhere it does nothing more.»
+# «Preparación: en Colab instala el paquete del curso en la versión para la que se escribió|Setup: in Colab this installs the course package at the version this notebook»
+# «este cuaderno (torch ya viene instalado); en tu equipo no hace nada más.|was written for (torch is already there); elsewhere it does nothing more.»
 import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    url = "https://github.com/{repo}"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    f"minitransformer @ git+{url}"], check=True)
+    package = "minitransformer @ git+https://github.com/{repo}@{ref}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
 
 from minitransformer.runtime import setup
 
@@ -245,7 +285,8 @@ def build_notebook(src: Source, lang: str) -> nbformat.NotebookNode:
     }
     prefix = f"{lang}-{src.number}-"
     cells = [markdown_cell(title_cell(src, lang), prefix + "title")]
-    setup = translate(SETUP_CODE.replace("{repo}", repository()), lang, "setup")
+    setup = SETUP_CODE.replace("{repo}", repository()).replace("{ref}", git_ref(package_version()))
+    setup = translate(setup, lang, "setup")
     cells.append(nbformat.v4.new_code_cell(setup, id=prefix + "setup"))
     for (kind, text), key in zip(src.cells, cell_keys(src), strict=True):
         if kind == "markdown":
@@ -275,8 +316,14 @@ def same_sources(a: nbformat.NotebookNode, b: nbformat.NotebookNode) -> bool:
     return strip(a) == strip(b)
 
 
+def is_setup(cell: nbformat.NotebookNode) -> bool:
+    """Whether ``cell`` is the setup cell the builder writes (``SETUP_CODE``)."""
+    return cell["cell_type"] == "code" and cell.get("id", "").endswith("-setup")
+
+
 def keep_outputs(new: nbformat.NotebookNode, old: nbformat.NotebookNode) -> list[int]:
-    """Copy into ``new`` the outputs of every code cell of ``old`` with the same id and source.
+    """Copy into ``new`` the outputs of every code cell of ``old`` with the same id and source (the setup cell:
+    the same id, when it printed nothing).
 
     Returns the indices of the code cells left to execute (changed or new: no outputs)."""
     old_cells = {c.get("id"): c for c in old["cells"] if c["cell_type"] == "code"}
@@ -285,7 +332,10 @@ def keep_outputs(new: nbformat.NotebookNode, old: nbformat.NotebookNode) -> list
         if cell["cell_type"] != "code":
             continue
         before = old_cells.get(cell["id"])
-        if before is not None and before["source"] == cell["source"] and before.get("execution_count") is not None:
+        # The setup cell prints nothing outside Colab: a new one (another version, SETUP_CODE edited) keeps the
+        # old one's empty output, and a rebuild changes no other output.
+        same = before is not None and (before["source"] == cell["source"] or (is_setup(cell) and not before.outputs))
+        if same and before.get("execution_count") is not None:
             cell["outputs"] = before.get("outputs", [])
             cell["execution_count"] = before["execution_count"]
         elif cell["source"].strip():
@@ -830,7 +880,9 @@ TABLE_START, TABLE_END = "<!-- notebooks:start -->", "<!-- notebooks:end -->"
 
 
 def readme_tables(srcs: list[Source]) -> dict[str, str]:
-    """The README's list of notebooks, per language, with links and Colab badges."""
+    """The README's list of notebooks, per language, with links and Colab badges; a badge opens the notebook of the
+    latest release, whose setup cell installs that release (a copy a student saves keeps working)."""
+    release = latest_release()
     tables = {}
     head = {
         "es": "| Nº | Cuaderno | Colab |\n| --- | --- | --- |",
@@ -840,7 +892,7 @@ def readme_tables(srcs: list[Source]) -> dict[str, str]:
         rows = [head[lang]]
         for src in srcs:
             rel = src.notebook_path(lang).relative_to(ROOT).as_posix()
-            colab = f"https://colab.research.google.com/github/{repository()}/blob/main/{rel}"
+            colab = colab_url(rel, f"v{release}")
             badge = f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab})"
             rows.append(f"| {src.number} | [{src.titles[lang]}]({rel}) | {badge} |")
         tables[lang] = "\n".join(rows)

@@ -3,6 +3,7 @@
     python tools/slides.py                 # every notebook, both languages, into slides/
     python tools/slides.py 01 08 --lang es # some notebooks, one language
     python tools/slides.py --out /tmp/deck # another folder
+    python tools/slides.py 11 --lecture    # also the lecture's deck: without the optional sections
 
 Each deck is the notebook's stored outputs as a reveal.js presentation (nbconvert's slides
 exporter), one slide per cell whose ``slideshow.slide_type`` is ``slide`` or ``subslide``. The
@@ -15,6 +16,11 @@ course's ``lab`` extra and is copied once into ``<out>/_static``:
 so the folder ``<out>`` opens from ``file://`` with no network and can be copied as it is (a USB
 stick). ``<out>/index.html`` lists the decks. A slide whose content is taller or wider than the
 1280 × 720 screen is scaled down to fit it (``fit`` in the deck's script).
+
+A section whose heading starts with "(opcional)" / "(optional)" is left for home: its title says so in the
+notebook and in its deck, and it runs to the next heading of its level or above (:func:`optional_cells`). A
+notebook puts its optional subsections last in their section, so that → in a deck goes past them to the next
+section; ``--lecture`` also writes ``<name>.lecture.html``, the deck without them.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ LANGS = ("es", "en")
 WIDTH, HEIGHT = 1280, 720  # the screen a deck is laid out for (a projector's 720p)
 SLIDE_TYPES = ("slide", "subslide")
 OTHER_LANGUAGE = re.compile(r"\((\.\./(?:es|en)/[0-9][0-9]_[^)]+)\.ipynb\)")
+HEADING = re.compile(r"^(#{1,6}) ", re.MULTILINE)
+OPTIONAL = re.compile(r"^#{1,6} \((?:opcional|optional)\)", re.IGNORECASE)
+LECTURE = ".lecture"  # the lecture's deck of NN_name is NN_name.lecture.html
 
 
 def package_dir(package: str) -> Path:
@@ -223,10 +232,36 @@ def slide_count(nb: nbformat.NotebookNode) -> int:
     return sum(c.get("metadata", {}).get("slideshow", {}).get("slide_type") in SLIDE_TYPES for c in nb.cells)
 
 
-def build_deck(path: Path, out: Path, lang: str, export=None) -> Path:
-    """Write the deck of one notebook into ``out/<lang>/<name>.html``; returns its path."""
+def optional_cells(nb: nbformat.NotebookNode) -> list[int]:
+    """The indices of the cells of the notebook's optional sections: each runs from a Markdown cell whose first line is
+    a heading marked "(opcional)" or "(optional)" to the cell before the next heading of its level or above. Such a
+    heading must start a cell, and so must the one that ends the section (a cell is left out whole or kept whole)."""
+    cells, level = [], None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            for m in HEADING.finditer(cell.source.strip()):
+                depth, first = len(m.group(1)), m.start() == 0
+                if level is not None and depth <= level:
+                    if not first:
+                        raise ValueError(f"cell {i}: a heading ends an optional section in the middle of a cell")
+                    level = None
+                if OPTIONAL.match(cell.source.strip()[m.start() :]):
+                    if not first:
+                        raise ValueError(f"cell {i}: an optional section starts in the middle of a cell")
+                    level = depth
+        if level is not None:
+            cells.append(i)
+    return cells
+
+
+def build_deck(path: Path, out: Path, lang: str, export=None, lecture: bool = False) -> Path:
+    """Write the deck of one notebook into ``out/<lang>/<name>.html`` (``lecture``: without its optional sections,
+    into ``<name>.lecture.html``); returns its path."""
     export = export or exporter()
     nb = nbformat.read(path, as_version=4)
+    if lecture:
+        left_out = set(optional_cells(nb))
+        nb.cells = [cell for i, cell in enumerate(nb.cells) if i not in left_out]
     # The title's link to the notebook in the other language points at that notebook's deck.
     nb.cells[0].source = OTHER_LANGUAGE.sub(r"(\1.html)", nb.cells[0].source)
     body, _ = export.from_notebook_node(
@@ -239,7 +274,7 @@ def build_deck(path: Path, out: Path, lang: str, export=None) -> Path:
             "metadata": {"name": title(nb, path)},
         },
     )
-    deck = out / lang / f"{path.stem}.html"
+    deck = out / lang / f"{path.stem}{LECTURE if lecture else ''}.html"
     deck.parent.mkdir(parents=True, exist_ok=True)
     deck.write_text(body, encoding="utf-8")
     return deck
@@ -254,14 +289,17 @@ def write_index(out: Path) -> Path:
     """``out/index.html``: a list of the decks in both languages."""
     rows = []
     for lang, heading in (("es", "Diapositivas"), ("en", "Slides")):
-        decks = sorted((out / lang).glob("[0-9][0-9]_*.html"))
+        decks = sorted(d for d in (out / lang).glob("[0-9][0-9]_*.html") if not d.stem.endswith(LECTURE))
         if not decks:
             continue
         rows.append(f"<h2>{heading}</h2>\n<ul>")
         for d in decks:
             nb = NOTEBOOKS / lang / f"{d.stem}.ipynb"
             name = title(nbformat.read(nb, as_version=4), nb) if nb.exists() else d.stem
-            rows.append(f'<li><a href="{lang}/{d.name}">{html.escape(name)}</a></li>')
+            lecture = d.with_name(f"{d.stem}{LECTURE}.html")
+            path = ("camino de clase" if lang == "es" else "lecture path") if lecture.exists() else ""
+            extra = f' · <a href="{lang}/{lecture.name}">{path}</a>' if path else ""
+            rows.append(f'<li><a href="{lang}/{d.name}">{html.escape(name)}</a>{extra}</li>')
         rows.append("</ul>")
     page = out / "index.html"
     page.write_text(
@@ -273,17 +311,25 @@ def write_index(out: Path) -> Path:
     return page
 
 
-def build(numbers: list[str] | None = None, langs=LANGS, out: Path = ROOT / "slides", verbose=True) -> list[Path]:
+def build(
+    numbers: list[str] | None = None, langs=LANGS, out: Path = ROOT / "slides", verbose=True, lecture: bool = False
+) -> list[Path]:
+    """Every deck of ``numbers`` (default: all) in ``langs``; with ``lecture``, also the lecture's deck of each
+    notebook that has optional sections."""
     out = Path(out)
     copy_assets(out)
     export = exporter()
     decks = []
     for lang in langs:
         for path in notebooks(numbers, lang):
-            deck = build_deck(path, out, lang, export)
-            decks.append(deck)
-            if verbose:
-                print(f"wrote {deck}", flush=True)
+            kinds = [False]
+            if lecture and optional_cells(nbformat.read(path, as_version=4)):
+                kinds.append(True)
+            for kind in kinds:
+                deck = build_deck(path, out, lang, export, lecture=kind)
+                decks.append(deck)
+                if verbose:
+                    print(f"wrote {deck}", flush=True)
     index = write_index(out)
     if verbose:
         print(f"open {index.as_uri()}")
@@ -295,8 +341,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("numbers", nargs="*", help="two-digit notebook numbers (default: all)")
     parser.add_argument("--lang", choices=LANGS, help="only this language (default: both)")
     parser.add_argument("--out", type=Path, default=ROOT / "slides", help="output folder (default: slides/)")
+    parser.add_argument(
+        "--lecture",
+        action="store_true",
+        help="also write NN_name.lecture.html, the deck without the sections marked (optional)",
+    )
     args = parser.parse_args(argv)
-    decks = build(args.numbers, [args.lang] if args.lang else LANGS, args.out)
+    decks = build(args.numbers, [args.lang] if args.lang else LANGS, args.out, lecture=args.lecture)
     if not decks:
         print("no notebook matched", file=sys.stderr)
         return 1

@@ -22,7 +22,16 @@ and copies the token found there, B. This module measures each piece on a
 * :func:`run_with_removed`: one head's output taken out of what a later layer reads for its
   keys only (or its queries, or its values), to see which path the circuit uses;
 * :func:`composition_scores`: how much a later head's W_K (W_Q, W_OV) reads from an earlier
-  head's W_OV, from the weights alone, against :func:`composition_baseline` for random matrices.
+  head's W_OV, from the weights alone, against :func:`composition_baseline` for random matrices;
+  with ``offset=d``, Elhage et al.'s own score, which reads through W_QK at the query–key distance d;
+* :func:`prefix_matching_score`: the induction score defined by the tokens rather than a period
+  (Olsson et al.'s prefix matching), for real text;
+* the circuits read from the weights: :func:`ov_circuit` (what attending to a token writes into the
+  logits: a copying head's is close to a positive diagonal) and :func:`qk_circuit` (which key token a
+  query token looks for, directly or through an earlier head's W_OV), measured by
+  :func:`diagonal_score` (top-1 on the diagonal) and :func:`positive_eigenvalue_score`;
+* :func:`direct_logit_attribution`: what each head adds, directly, to the logit of the right next
+  token (a head that only feeds another head adds nothing directly, and can still be necessary).
 
 Letters: B batch, T length, H heads, L layers, D d_model, Dh d_head, V vocabulary.
 """
@@ -37,6 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .i18n import error
+from .modern import RMSNorm, apply_rope
 from .runtime import eval_mode
 
 __all__ = [
@@ -56,6 +66,12 @@ __all__ = [
     "composition_scores",
     "composition_baseline",
     "COMPOSITIONS",
+    "prefix_matching_score",
+    "ov_circuit",
+    "qk_circuit",
+    "diagonal_score",
+    "positive_eigenvalue_score",
+    "direct_logit_attribution",
 ]
 
 
@@ -418,15 +434,54 @@ def composition_score(reader: Tensor, writer: Tensor) -> float:
     )
 
 
-def composition_scores(model: nn.Module, kind: str = "k", source_layer: int = 0, target_layer: int = 1) -> Tensor:
+def _rotated(rows: Tensor, model: nn.Module, position: int) -> Tensor:
+    """A head's projection rows (Dh, D) as RoPE turns them at ``position`` (unchanged without RoPE)."""
+    rope = getattr(model, "rope", None)
+    if rope is None or position == 0:
+        return rows
+    cos, sin = rope.cos[position : position + 1].float().cpu(), rope.sin[position : position + 1].float().cpu()
+    return apply_rope(rows.T[:, None, :], cos, sin, rope.interleaved)[:, 0, :].T  # (Dh, D)
+
+
+def _check_offset(model: nn.Module, offset: int) -> None:
+    limit = getattr(getattr(model, "config", None), "max_len", None)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0 or (limit is not None and offset >= limit):
+        raise error(
+            f"offset debe ser una distancia entera entre consulta y clave, 0 ≤ offset < {limit}, no {offset!r}",
+            f"offset must be an integer query–key distance, 0 ≤ offset < {limit}, got {offset!r}",
+        )
+
+
+def _qk(model: nn.Module, layer: int, head: int, offset: int) -> Tensor:
+    """W_QK of a head at a query–key distance: (W_q N)ᵀ R_offset-turned · (W_k N), so that the score of a query
+    reading x and a key reading y, ``offset`` positions before it, is xᵀ W_QK y / √Dh (norms' 1/rms left out).
+    Shapes: -> (D, D)."""
+    block = model.blocks[layer]
+    a = block.attn
+    reads = _norm_matrix(block.norm1 if block.norm_first else None, a.d_model)  # (D, D)
+    G = a.n_heads // a.n_kv_heads
+    q = _rotated(_head_rows(a.W_q, head, a.d_head) @ reads, model, offset)  # (Dh, D)
+    k = _head_rows(a.W_k, head // G, a.d_head) @ reads  # (Dh, D)
+    return q.T @ k  # (D, D)
+
+
+def composition_scores(
+    model: nn.Module, kind: str = "k", source_layer: int = 0, target_layer: int = 1, offset: int | None = None
+) -> Tensor:
     """The composition score of every head of ``source_layer`` with every head of ``target_layer``.
 
     For source head h0, W_OV = W_o^{h0} W_v^{h0} N0 (D, D), N0 the linear part of the norm before
-    it (RMSNorm: diag(γ)). The target head reads it through W_k^{h1} N1 (``kind="k"``),
-    W_q^{h1} N1 (``"q"``) or W_OV^{h1} (``"v"``), and the score is Elhage et al.'s
-    ‖W_read W_OV‖_F / (‖W_read‖_F ‖W_OV‖_F). Under RoPE the key at position s is R_s W_k x with
-    R_s a rotation applied after the projection; the score uses the unrotated W_k, and is the same
-    for R_s W_k at every position, because an orthogonal R_s leaves Frobenius norms unchanged.
+    it (RMSNorm: diag(γ)). By default (``offset=None``) the target head reads it through
+    W_k^{h1} N1 (``kind="k"``), W_q^{h1} N1 (``"q"``) or W_OV^{h1} (``"v"``), and the score is
+    ‖W_read W_OV‖_F / (‖W_read‖_F ‖W_OV‖_F): a variant of Elhage et al.'s that reads with one
+    projection. Under RoPE the key at position s is R_s W_k x with R_s a rotation applied after the
+    projection; this score uses the unrotated W_k, and is the same for R_s W_k at every position,
+    because an orthogonal R_s leaves Frobenius norms unchanged.
+
+    With ``offset=d`` (an int ≥ 0) the score is Elhage et al.'s own, which reads through the
+    bilinear W_QK = (W_q N1)ᵀ R W_k N1 of a query d positions after its key (under RoPE W_QK depends
+    on that distance): K-composition ‖W_QK W_OV‖_F / (‖W_QK‖_F ‖W_OV‖_F), Q-composition the same
+    with W_QKᵀ; V-composition does not read W_QK and is the default's.
 
     Returns (H0, H1): row h0, column h1.
     """
@@ -440,6 +495,8 @@ def composition_scores(model: nn.Module, kind: str = "k", source_layer: int = 0,
             f"hace falta 0 ≤ source_layer < target_layer < {len(attns)}, no {source_layer} y {target_layer}",
             f"0 ≤ source_layer < target_layer < {len(attns)} is needed, got {source_layer} and {target_layer}",
         )
+    if offset is not None:
+        _check_offset(model, offset)
     block1 = model.blocks[target_layer]
     a1 = block1.attn
     reads = _norm_matrix(block1.norm1 if block1.norm_first else None, a1.d_model)  # (D, D)
@@ -448,22 +505,31 @@ def composition_scores(model: nn.Module, kind: str = "k", source_layer: int = 0,
     for h0 in range(attns[source_layer].n_heads):
         writer = _ov(model, source_layer, h0)  # (D, D)
         for h1 in range(a1.n_heads):
-            if kind == "q":
-                reader = _head_rows(a1.W_q, h1, a1.d_head) @ reads  # (Dh, D)
-            elif kind == "k":
-                reader = _head_rows(a1.W_k, h1 // G, a1.d_head) @ reads  # (Dh, D)
-            else:
+            if kind == "v":
                 reader = _ov(model, target_layer, h1)  # (D, D)
+            elif offset is not None:
+                qk = _qk(model, target_layer, h1, offset)  # (D, D)
+                reader = qk if kind == "k" else qk.T
+            elif kind == "q":
+                reader = _head_rows(a1.W_q, h1, a1.d_head) @ reads  # (Dh, D)
+            else:
+                reader = _head_rows(a1.W_k, h1 // G, a1.d_head) @ reads  # (Dh, D)
             scores[h0, h1] = composition_score(reader, writer)
     return scores
 
 
 def composition_baseline(
-    d_model: int, d_head: int, kind: str = "k", draws: int = 200, generator: torch.Generator | None = None
+    d_model: int,
+    d_head: int,
+    kind: str = "k",
+    draws: int = 200,
+    generator: torch.Generator | None = None,
+    bilinear: bool = False,
 ) -> float:
     """The mean composition score of random matrices of the same shapes: a reader (Dh, D) (for
-    ``"v"``, a W_OV (D, Dh)(Dh, D)) and a writer W_o W_v (D, Dh)(Dh, D), all entries independent
-    standard Gaussians: what the score is when nothing in the weights aligns."""
+    ``"v"``, a W_OV (D, Dh)(Dh, D); with ``bilinear=True``, for ``"q"`` and ``"k"``, a W_QK
+    (D, Dh)(Dh, D), the reader of Elhage et al.'s own score) and a writer W_o W_v (D, Dh)(Dh, D),
+    all entries independent standard Gaussians: what the score is when nothing in the weights aligns."""
     if kind not in COMPOSITIONS:
         raise error(
             f"kind debe ser uno de {COMPOSITIONS}, no {kind!r}", f"kind must be one of {COMPOSITIONS}, got {kind!r}"
@@ -473,7 +539,7 @@ def composition_baseline(
     total = 0.0
     for _ in range(draws):
         writer = torch.randn(d_model, d_head, generator=generator) @ torch.randn(d_head, d_model, generator=generator)
-        if kind == "v":
+        if kind == "v" or bilinear:
             reader = torch.randn(d_model, d_head, generator=generator) @ torch.randn(
                 d_head, d_model, generator=generator
             )
@@ -481,3 +547,203 @@ def composition_baseline(
             reader = torch.randn(d_head, d_model, generator=generator)
         total += composition_score(reader, writer)
     return total / draws
+
+
+# --- induction by the tokens, for real text --------------------------------------------
+
+
+def prefix_matching_score(pattern: Tensor, tokens: Tensor) -> Tensor:
+    """Olsson et al.'s prefix matching: the attention from position t to the positions s ≤ t whose
+    *previous* token is token t (tokens[s − 1] = tokens[t], s ≥ 1), summed over those s and averaged
+    over every (row, t) that has at least one, per head. Defined by the tokens, not by a period: on
+    a sequence of distinct tokens repeated with period P it is :func:`induction_score`; on real text
+    it counts every earlier occurrence of the current token, wherever it is.
+
+    Shapes: pattern (B, H, T, T), tokens (B, T) -> (H,).
+    """
+    _check_pattern(pattern)
+    B, H, T, _ = pattern.shape
+    if not isinstance(tokens, Tensor) or tuple(tokens.shape) != (B, T) or tokens.is_floating_point():
+        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise error(
+            f"tokens debe ser un tensor de enteros ({B}, {T}), como el patrón, no {shape}",
+            f"tokens must be an integer tensor ({B}, {T}), as the pattern, got {shape}",
+        )
+    tokens = tokens.to(pattern.device)
+    before = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # (B, T): tokens[s − 1]
+    t = torch.arange(T, device=pattern.device)
+    causal = t[None, :] <= t[:, None]  # (T, T): s ≤ t
+    match = (before[:, None, :] == tokens[:, :, None]) & causal[None] & (t[None, None, :] >= 1)  # (B, T, T)
+    counted = match.any(-1)  # (B, T): the (row, t) with an earlier occurrence
+    if not bool(counted.any()):
+        raise error(
+            "ningún token de tokens aparece antes en su fila: no hay nada que emparejar",
+            "no token of tokens occurs earlier in its row: there is nothing to match",
+        )
+    weight = (pattern.float() * match[:, None]).sum(-1)  # (B, H, T)
+    c = counted[:, None, :].float()  # (B, 1, T)
+    return (weight * c).sum(dim=(0, 2)) / c.sum(dim=(0, 2))  # (H,)
+
+
+# --- the circuits read from the weights --------------------------------------------------
+
+
+def _final_reads(model: nn.Module) -> Tensor:
+    """W_U times the linear part of the final norm. Shapes: -> (V, D)."""
+    W_U = model.lm_head.weight.detach().float().cpu()  # (V, D)
+    return W_U @ _norm_matrix(getattr(model, "norm", None), W_U.size(1))
+
+
+def _embedding(model: nn.Module) -> Tensor:
+    return model.token.weight.detach().float().cpu()  # (V, D)
+
+
+def ov_circuit(model: nn.Module, layer: int, head: int) -> Tensor:
+    """The full OV circuit of a head: row s is what the head adds to the logits when it attends to
+    (only) a position holding token s, read straight from the embedding:
+    W_U N_f W_o^h W_v^h N W_E[s] (norms' gains folded, their 1/rms, a positive number per position,
+    left out). A head that copies raises the logit of the token it attends to: its largest entry of
+    each row is on the diagonal (:func:`diagonal_score`), and its eigenvalues are mostly positive
+    (:func:`positive_eigenvalue_score`). The path through earlier heads is not counted.
+
+    Shapes: -> (V, V), row: the token attended to, column: the logit raised.
+    """
+    _check_head(model, layer, head)
+    return _embedding(model) @ (_final_reads(model) @ _ov(model, layer, head)).T  # (V, V)
+
+
+def qk_circuit(
+    model: nn.Module,
+    layer: int,
+    head: int,
+    offset: int = 0,
+    through: Sequence[tuple[int, int]] | None = None,
+) -> Tensor:
+    """The full QK circuit of a head: entry [a, b] is the attention score (before the softmax) of a
+    query reading token a for a key ``offset`` positions earlier reading token b, straight from the
+    embedding: W_E[a]ᵀ W_QK W_E[b] / √Dh (norms' gains folded, 1/rms left out; under RoPE W_QK is
+    turned by the distance). With ``through=[(layer0, head0), …]`` the key reads instead what those
+    earlier heads write when they attend to token b, Σ W_OV W_E[b]: for a previous-token head, b is
+    the key's *previous* token, and a head that composes with it by K-composition puts its largest
+    score of each row on the diagonal (:func:`diagonal_score`).
+
+    Shapes: -> (V, V), row: the query's token, column: the key's (or its previous) token.
+    """
+    _check_head(model, layer, head)
+    _check_offset(model, offset)
+    E = _embedding(model)  # (V, D)
+    keys = E
+    if through is not None:
+        through = list(through)
+        for layer0, head0 in through:
+            _check_head(model, layer0, head0)
+            if layer0 >= layer:
+                raise error(
+                    f"through debe nombrar cabezas de capas anteriores a {layer}, no ({layer0}, {head0})",
+                    f"through must name heads of layers before {layer}, got ({layer0}, {head0})",
+                )
+        keys = sum(E @ _ov(model, layer0, head0).T for layer0, head0 in through)  # (V, D)
+    d_head = _attentions(model)[layer].d_head
+    return E @ _qk(model, layer, head, offset) @ keys.T / d_head**0.5  # (V, V)
+
+
+def _check_square(matrix: Tensor) -> None:
+    if not isinstance(matrix, Tensor) or matrix.dim() != 2 or matrix.size(0) != matrix.size(1) or matrix.numel() == 0:
+        shape = tuple(matrix.shape) if isinstance(matrix, Tensor) else type(matrix).__name__
+        raise error(
+            f"se esperaba una matriz cuadrada (V, V), no {shape}", f"expected a square matrix (V, V), got {shape}"
+        )
+
+
+def diagonal_score(matrix: Tensor) -> float:
+    """The fraction of rows whose largest entry is on the diagonal (a tie counts against it): 1 for a
+    circuit that copies every token, about 1/V for a random one. Shapes: matrix (V, V) -> a number."""
+    _check_square(matrix)
+    m = matrix.detach().float()
+    diag = m.diagonal()
+    others = m.masked_fill(torch.eye(m.size(0), dtype=torch.bool, device=m.device), float("-inf"))
+    if m.size(0) == 1:
+        return 1.0
+    return float((diag > others.max(dim=1).values).float().mean())
+
+
+def positive_eigenvalue_score(matrix: Tensor) -> float:
+    """Elhage et al.'s measure of copying: Σ λ_i / Σ |λ_i| over the eigenvalues λ of ``matrix`` (the
+    sum of the real parts over the sum of the moduli). 1 when every eigenvalue is positive (the
+    identity), −1 when every one is negative, near 0 for a random matrix. Shapes: (V, V) -> a number."""
+    _check_square(matrix)
+    eig = torch.linalg.eigvals(matrix.detach().double().cpu())
+    total = float(eig.abs().sum())
+    return float(eig.real.sum() / total) if total > 0 else 0.0
+
+
+# --- direct logit attribution ----------------------------------------------------------
+
+
+@torch.no_grad()
+def direct_logit_attribution(model: nn.Module, tokens: Tensor) -> tuple[Tensor, Tensor]:
+    """What each head writes, directly, into the logit of the token that comes next (centred: minus
+    the mean logit over the vocabulary, since only differences between logits count), in eval mode.
+
+    The logits are W_U Norm(x) with x the final residual stream: the embedding plus every head's
+    output times its columns of W_o (plus what the rest of the model wrote). With the final norm's
+    scale per position taken from the run (1/rms for RMSNorm, 1/σ and the centring for LayerNorm),
+    the logits are a sum over those parts: a head's term is its direct effect. A head that only
+    feeds a later head (through its keys, queries or values) has a small direct effect and can still
+    be necessary: removing it (:func:`ablate_heads`) measures its whole effect.
+
+    Shapes: tokens (B, T) -> heads (B, T − 1, L, H) and the rest (B, T − 1): the embedding, biases,
+    feed-forward layers; ``heads.sum((-1, -2)) + rest`` is the centred logit of the next token.
+    """
+    attns = _attentions(model)
+    norm = getattr(model, "norm", None)
+    if norm is not None and not isinstance(norm, (nn.LayerNorm, RMSNorm)):
+        raise error(
+            "la norma final debe ser RMSNorm o LayerNorm para repartir los logits entre las cabezas",
+            "the final norm must be RMSNorm or LayerNorm to share the logits among the heads",
+        )
+    saved: dict[str, Tensor] = {}
+    captured: list[Tensor] = []
+
+    def take_final(module, args):
+        saved["x"] = args[0]
+
+    handles = [
+        a.W_o.register_forward_pre_hook(
+            lambda module, args, a=a: captured.append(args[0].reshape(*args[0].shape[:-1], a.n_heads, a.d_head))
+        )
+        for a in attns
+    ]
+    handles.append((norm if norm is not None else model.lm_head).register_forward_pre_hook(take_final))
+    try:
+        with eval_mode(model):
+            logits = model(tokens)  # (B, T, V)
+    finally:
+        for h in handles:
+            h.remove()
+    x = saved["x"].float()  # (B, T, D)
+    W_U = model.lm_head.weight.float()  # (V, D)
+    nxt = tokens[:, 1:]  # (B, T-1)
+    direction = W_U[nxt] - W_U.mean(0)  # (B, T-1, D): the next token's row, centred
+
+    def linear(c: Tensor) -> Tensor:  # the final norm's action on one part, at the run's scale
+        if norm is None:
+            return c
+        if isinstance(norm, RMSNorm):
+            scale = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps)  # (B, T, 1)
+            return c * scale * norm.weight.float()
+        scale = torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + norm.eps)
+        out = (c - c.mean(-1, keepdim=True)) * scale
+        return out * norm.weight.float() if norm.weight is not None else out
+
+    heads = []
+    for a, z in zip(attns, captured):
+        W_o = a.W_o.weight.float()  # (D, H·Dh)
+        per_head = []
+        for h in range(a.n_heads):
+            part = z[..., h, :].float() @ W_o[:, h * a.d_head : (h + 1) * a.d_head].T  # (B, T, D)
+            per_head.append((linear(part)[:, :-1] * direction).sum(-1))  # (B, T-1)
+        heads.append(torch.stack(per_head, dim=-1))  # (B, T-1, H)
+    heads = torch.stack(heads, dim=-2)  # (B, T-1, L, H)
+    centred = logits.float()[:, :-1].gather(-1, nxt[..., None])[..., 0] - logits.float()[:, :-1].mean(-1)  # (B, T-1)
+    return heads, centred - heads.sum(dim=(-1, -2))

@@ -15,7 +15,7 @@ Stable API (notebooks 09 and 10 build on it):
 Around it, each in its own module: generation (:func:`~minitransformer.generation.generate`),
 training (:func:`~minitransformer.train.train_gpt`), GPT-2's weights
 (:func:`~minitransformer.hf_import.from_gpt2`) and notebook 09's counting model
-(:mod:`~minitransformer.course.counting`). Their old names here still work (:data:`MOVED`).
+(:mod:`~minitransformer.course.counting`).
 
 Padding: with ``config.pad_id`` set, padding tokens are never attended to, and positions
 count only the real tokens of a row, so a left-padded prompt gives the same logits as the
@@ -37,7 +37,6 @@ from .i18n import error
 from .kv_cache import KVCache
 from .layers import EncoderLayer
 from .model import check_tokens
-from .moved import moved_names
 
 __all__ = ["GPTConfig", "GPT"]
 
@@ -163,18 +162,3 @@ class GPT(nn.Module):
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (the tied embedding counted once)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
-
-
-# Names that lived here before generation, training, GPT-2's weights and notebook 09's recipe got
-# modules of their own: saved copies of the notebooks import them from here.
-MOVED = {
-    "generate": "generation",
-    "lm_loss": "train",
-    "train_gpt": "train",
-    "from_gpt2": "hf_import",
-    "CountingRecipe": "course.counting",
-    "COUNTING_RECIPE": "course.counting",
-    "train_counting_gpt": "course.counting",
-    "corpus_loss": "course.counting",
-}
-__getattr__ = moved_names(__name__, MOVED)

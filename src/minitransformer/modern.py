@@ -9,8 +9,7 @@ biases, and grouped-query attention (several query heads share one key/value hea
 :class:`ModernConfig`, so an ablation can change one at a time. The model generates with
 :func:`~minitransformer.generation.generate` and the key-value cache, as GPT does
 (``new_cache()``, ``forward(tokens, cache=...)``). What attention costs (the online softmax,
-PyTorch's fused backends, the power-law fit) is :mod:`~minitransformer.attention_cost`. The old
-names of what moved still work here (:data:`MOVED`).
+PyTorch's fused backends, the power-law fit) is :mod:`~minitransformer.attention_cost`.
 
 Letters: B batch, T length (queries), S length (keys), D d_model, H query heads,
 Hkv key/value heads, G = H / Hkv query heads per key/value head, Dh d_head, V vocabulary.
@@ -25,13 +24,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import attention_cost
 from .attention import causal_mask, check_heads, combine_masks, fast_attention, masked_softmax
 from .i18n import error
 from .kv_cache import AttentionCache, KVCache, cache_bytes
 from .layers import FeedForward
 from .model import check_tokens
-from .moved import moved_names
 from .positional import sinusoidal_encoding
 
 __all__ = [
@@ -636,9 +633,3 @@ def with_rope_layout(model: ModernTransformer, layout: str) -> ModernTransformer
                     if linear.bias is not None:
                         linear.bias.copy_(permute_rope_rows(linear.bias, config.d_head, to=layout))
     return copy.train(model.training)
-
-
-# Names that lived here before Llama's weights and what attention costs got modules of their own:
-# saved copies of notebook 10 import them from here.
-MOVED = {"from_llama": "hf_import", **dict.fromkeys(attention_cost.__all__, "attention_cost")}
-__getattr__ = moved_names(__name__, MOVED)

@@ -26,7 +26,18 @@ import torch
 
 from .i18n import error, set_language
 
-__all__ = ["SEED_ENV", "THREADS_ENV", "DEVICE_ENV", "FIGURE_STYLE", "set_seed", "seed", "setup", "default_device"]
+__all__ = [
+    "SEED_ENV",
+    "THREADS_ENV",
+    "DEVICE_ENV",
+    "FIGURE_STYLE",
+    "set_seed",
+    "seed",
+    "setup",
+    "default_device",
+    "eval_mode",
+    "cpu_threads",
+]
 
 SEED_ENV = "MINITRANSFORMER_SEED"
 THREADS_ENV = "MINITRANSFORMER_THREADS"
@@ -63,13 +74,14 @@ def seed() -> int:
     return _seed
 
 
-def default_device() -> torch.device:
+def default_device(gpu: bool = True) -> torch.device:
     """The device the course runs on: the one ``MINITRANSFORMER_DEVICE`` names ("cpu", "cuda", "mps"), else
-    the CUDA GPU when there is one, else the CPU. Apple's MPS only when asked: it has no float64 (which the
-    course's corpus losses use) and some operations fall back to the CPU."""
+    the CUDA GPU when there is one and ``gpu`` (a notebook whose models are too small to gain from a GPU passes
+    ``gpu=False``), else the CPU. Apple's MPS only when asked: it has no float64 (which the course's corpus losses
+    use) and some operations fall back to the CPU."""
     asked = os.environ.get(DEVICE_ENV, "").strip().lower()
     if not asked:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cuda" if gpu and torch.cuda.is_available() else "cpu")
     available = {
         "cpu": True,
         "cuda": torch.cuda.is_available(),
@@ -120,3 +132,18 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
         yield
     finally:
         model.train(was_training)
+
+
+@contextmanager
+def cpu_threads(n: int) -> Iterator[None]:
+    """Run the block with ``n`` CPU threads, then give PyTorch back the count it had.
+
+    A timing that compares a large step with a small one depends on the core count: the large step's matrix
+    products spread over every core, the small one's cannot. On a fixed number of threads it measures the work.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -26,17 +26,21 @@ character that only the newer of its tables and ``tokenizers``' (Oniguruma's) kn
 in the latest Unicode version, may be split differently; on the characters Python's
 ``unicodedata`` knows, the two agree.
 
+:func:`viterbi_split` is the other family's encoder: the most probable split of a text under a Unigram model
+(SentencePiece's, T5's), Viterbi's dynamic programme.
+
 :func:`token_stats` measures a tokenisation of a text (tokens per word, per byte). The corpus of
-notebook 11, the course's own prose, is :func:`~minitransformer.course.prose.prose` (its old name
-here still works: :data:`MOVED`).
+notebook 11, the course's own prose, is :func:`~minitransformer.course.prose.prose`.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import heapq
 import itertools
 import json
+import numbers
 import operator
 import re
 import unicodedata
@@ -50,7 +54,6 @@ import numpy as np
 import regex
 
 from .i18n import error
-from .moved import moved_names
 
 __all__ = [
     "PATTERN",
@@ -66,6 +69,7 @@ __all__ = [
     "CACHE_SIZE",
     "TIES",
     "train_bpe",
+    "viterbi_split",
     "words",
     "count_words",
     "TokenStats",
@@ -145,7 +149,11 @@ def merge(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
 
 def _check_size(vocab_size: Any, most: int | None = None, n_special: int = 0) -> int:
     least = 256 + n_special
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < least:
+    boolean = isinstance(vocab_size, bool) or str(getattr(vocab_size, "dtype", "")) in ("bool", "torch.bool")
+    if not boolean:
+        with contextlib.suppress(TypeError):  # any integer, numpy's and torch's too, as tokenizers takes them
+            vocab_size = operator.index(vocab_size)
+    if boolean or not isinstance(vocab_size, int) or vocab_size < least:
         es_why = "los 256 bytes son los primeros tokens" + (f", y hay {n_special} especiales" if n_special else "")
         en_why = "the 256 bytes are the first tokens" + (
             f", and there are {n_special} special ones" if n_special else ""
@@ -738,6 +746,8 @@ def train_bpe(text: str, vocab_size: int, *, special_tokens: Iterable[str] = (),
     (as ``tokenizers`` does).
 
     Args:
+        vocab_size: any integer (numpy's and torch's too, as ``tokenizers`` takes them), at least 256 plus
+            the special tokens.
         special_tokens: texts that get the last ids; the text is cut at them, so no merge crosses
             or enters them. They count in ``vocab_size``.
         tie: which of the pairs with the same count goes first: ``"tokenizers"`` the smallest ids
@@ -829,6 +839,57 @@ def train_bpe(text: str, vocab_size: int, *, special_tokens: Iterable[str] = (),
     return ByteBPE(tuple(merges), tuple(vocab), specials)
 
 
+# ------------------------------------------------------------------------- Unigram's split
+
+
+def viterbi_split(text: str, log_prob: Mapping[str, float]) -> list[str]:
+    """The most probable split of ``text`` under a Unigram model (Kudo, 2018): the pieces, keys of ``log_prob``
+    (piece -> natural logarithm of its probability), that join to ``text`` with the greatest sum of ``log_prob``.
+
+    Viterbi's dynamic programme over the positions: ``best[i]``, the score of the best split of ``text[:i]``, is
+    the greatest ``best[j] + log_prob[text[j:i]]``; the split is read back from the ``j`` each ``i`` came from. It
+    is how ``tokenizers``' ``Unigram`` model and SentencePiece encode; where two splits score the same, this one
+    keeps the one whose last piece starts first. A text that no split covers is an error.
+    """
+    text = _text(text)
+    if not isinstance(log_prob, Mapping):
+        raise error(
+            f"log_prob debe ser un diccionario trozo -> logaritmo de su probabilidad, no {type(log_prob).__name__}.",
+            f"log_prob must be a dictionary piece -> logarithm of its probability, not {type(log_prob).__name__}.",
+        )
+    for piece, value in log_prob.items():
+        if not isinstance(piece, str) or isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise error(
+                f"log_prob debe llevar textos a números; tiene {piece!r}: {value!r}.",
+                f"log_prob must map strings to numbers; it has {piece!r}: {value!r}.",
+            )
+        if value != value or value == float("inf"):
+            raise error(
+                f"el logaritmo de una probabilidad es un número de −∞ a 0, no {value!r} (el de {piece!r}).",
+                f"the logarithm of a probability is a number from −∞ to 0, not {value!r} ({piece!r}'s).",
+            )
+    longest = max(map(len, log_prob), default=0)
+    best, back = [0.0] + [float("-inf")] * len(text), [0] * (len(text) + 1)
+    reached = [True] + [False] * len(text)
+    for i in range(1, len(text) + 1):
+        for j in range(max(0, i - longest), i):
+            piece = text[j:i]
+            score = best[j] + log_prob.get(piece, float("-inf"))  # a piece of probability 0 is no piece
+            if reached[j] and score > float("-inf") and (not reached[i] or score > best[i]):
+                best[i], back[i], reached[i] = score, j, True
+    if not reached[-1]:
+        stuck = next(i for i in range(len(text), -1, -1) if reached[i])
+        raise error(
+            f"ningún trozo del vocabulario cubre el texto desde la posición {stuck} ({text[stuck : stuck + 10]!r}).",
+            f"no piece of the vocabulary covers the text from position {stuck} on ({text[stuck : stuck + 10]!r}).",
+        )
+    pieces, i = [], len(text)
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
 # ------------------------------------------------------------------------- measures of a tokenisation
 
 _WORD = re.compile(r"[^\W\d_]+")  # a run of letters
@@ -864,9 +925,3 @@ class TokenStats:
 def token_stats(encode: Callable[[str], Sequence[Any]], text: str) -> TokenStats:
     """Tokens, words and UTF-8 bytes of ``text`` under a tokenizer's ``encode``."""
     return TokenStats(len(encode(_text(text))), count_words(text), len(text.encode("utf-8")))
-
-
-# The name that lived here before the course's prose joined the course's props: saved copies of
-# notebook 11 import it from here.
-MOVED = {"prose": "course.prose", "HELD_OUT": "course.prose"}
-__getattr__ = moved_names(__name__, MOVED)

@@ -11,6 +11,7 @@ raised, returned ``None``, returned something that is not a tensor, ...) is rais
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import dataclasses
 import functools
@@ -52,6 +53,7 @@ __all__ = [
     "not_a_tensor",
     "not_yet",
     "num",
+    "python_error",
     "randn",
     "sentence",
     "stop",
@@ -98,13 +100,52 @@ class Hints(dict):
     """A module's hints, ``key -> (Spanish, English)``, with ``{fields}`` filled on use.
 
     ``HINTS(lang, "key", got=...)`` is the "not yet" feedback for that hint; tests name the
-    hints by key.
+    hints by key. A float field gets the language's decimal sign; an exception field (the exception itself, or
+    its text as Python writes it, ``"TypeError: can't concat str to bytes"``) is named by its type with Python's
+    own words quoted as Python's (:func:`python_error`), so that English from Python never reads as part of a
+    Spanish sentence.
     """
 
     def __call__(self, lang: str, key: str, /, **fields: Any) -> Feedback:
         es, en = self[key]
-        fields = {k: num(lang, v) if isinstance(v, float) else v for k, v in fields.items()}
+        fields = {k: _field(lang, v) for k, v in fields.items()}
         return not_yet(lang, es.format(**fields), en.format(**fields), key)
+
+
+def _python_says(lang: str, text: str) -> str:
+    """Python's words, quoted as Python's: «Python dice: “…”» in either language's own marks."""
+    return tr(lang, f"Python dice: «{text}»", f'Python says: "{text}"')
+
+
+def python_error(lang: str, exc: BaseException | str) -> str:
+    """An exception as a hint names it: its type, then Python's own words (English in either language) quoted
+    as Python's, ``TypeError; Python dice: «can't concat str to bytes»``; only the type when it says nothing.
+    ``exc`` is the exception, or its text as Python writes it (``"TypeError: can't concat str to bytes"``)."""
+    if isinstance(exc, BaseException):
+        name, text = type(exc).__name__, str(exc)
+    else:
+        name, _, text = exc.partition(": ")
+    lines = text.strip().splitlines()
+    return f"{name}; {_python_says(lang, lines[0].strip())}" if lines else name
+
+
+# "TypeError: can't concat str to bytes": an exception's text as Python writes it (one of Python's own exceptions)
+_PYTHON_ERROR = re.compile(r"([A-Z][A-Za-z]*(?:Error|Exception|Warning)): .+", re.S)
+
+
+def _is_python_error(text: str) -> bool:
+    found = _PYTHON_ERROR.fullmatch(text)
+    kind = getattr(builtins, found.group(1), None) if found else None
+    return isinstance(kind, type) and issubclass(kind, BaseException)
+
+
+def _field(lang: str, value: Any) -> Any:
+    """A hint's field as the hint shows it in ``lang``."""
+    if isinstance(value, float):
+        return num(lang, value)
+    if isinstance(value, BaseException) or (isinstance(value, str) and _is_python_error(value)):
+        return python_error(lang, value)
+    return value
 
 
 # Hints that several modules share, (Spanish, English); a module's HINTS merge them.
@@ -145,10 +186,10 @@ CORE_HINTS = Hints(
             "your function must return a PyTorch tensor, not {got}.",
         ),
         "checker_confused": (
-            "el comprobador no pudo interpretar tu respuesta ({error}: {said}). Revisa que devuelves lo que pide "
-            "el enunciado (tipo y forma).",
-            "the checker could not make sense of your answer ({error}: {said}). Check that you return what the "
-            "statement asks for (type and shape).",
+            "el comprobador no pudo interpretar tu respuesta ({error}). Revisa que devuelves lo que pide el "
+            "enunciado (tipo y forma).",
+            "the checker could not make sense of your answer ({error}). Check that you return what the statement "
+            "asks for (type and shape).",
         ),
     }
 )
@@ -391,7 +432,7 @@ def _explain(lang: str, exc: BaseException) -> str:
         if isinstance(exc, kind) and re.search(pattern, text):
             meaning = sentence(tr(lang, es, en))
             break
-    said = tr(lang, f"(Python dice: «{text}»)", f'(Python says: "{text}")') if text else ""
+    said = f"({_python_says(lang, text)})" if text else ""
     return " ".join(part for part in (meaning, said) if part)
 
 
@@ -514,7 +555,9 @@ def forbid(tools: Iterable[str | tuple[str, str]], es: str, en: str) -> Iterator
             path, shown = tool
             owner_path, _, attr = path.rpartition(".")
             owner = pkgutil.resolve_name(owner_path)
-            if not hasattr(owner, attr):  # not in this PyTorch version
+            if not hasattr(owner, attr):  # not in this PyTorch version; the package's own tools always are
+                if path.startswith("minitransformer."):
+                    raise AttributeError(f"forbid: {path} does not exist (the checker names a tool that moved)")
                 continue
             value = getattr(owner, attr)
             torch_op = path.startswith("torch.") and (inspect.ismodule(owner) or owner is torch.Tensor)
@@ -556,7 +599,7 @@ def loops_in(fn: Callable[..., Any]) -> int | None:
 
 
 def _safety_net(lang: str, exc: Exception) -> Feedback:
-    return CORE_HINTS(lang, "checker_confused", error=type(exc).__name__, said=str(exc))
+    return CORE_HINTS(lang, "checker_confused", error=exc)
 
 
 def checker(fn: Callable[..., Feedback], name: str | None = None) -> Callable[..., Feedback]:

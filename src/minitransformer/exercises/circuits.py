@@ -1,5 +1,5 @@
-"""Checkers for notebook 13's exercises: a head's previous-token score and induction score read from its
-attention pattern, and a head switched off (ablated) by zeroing its output before W_o.
+"""Checkers for notebook 13's exercises: a head's OV circuit read from the model's weights, its induction score read
+from its attention pattern, and a head switched off (ablated) by zeroing its output before W_o.
 
 Each checker compares the student's answer with the package's own (:mod:`minitransformer.circuits`,
 computed before the student's code runs and switched off while it runs), on cases where the usual mistakes
@@ -40,7 +40,7 @@ from ._core import (
     type_name,
 )
 
-__all__ = ["HINTS", "check_previous_token_score", "check_induction_score", "check_ablate_head"]
+__all__ = ["HINTS", "check_ov_circuit", "check_induction_score", "check_ablate_head"]
 
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
@@ -71,52 +71,62 @@ HINTS = Hints(
             "If you use `diagonal`, tell it which axes: `diagonal(offset=..., dim1=-2, dim2=-1)`; without them it "
             "takes the first two (heads and rows).",
         ),
-        # ---- 13.previous_token_score
-        "ptok_over_T": (
-            "divides entre T = {T} (o cuentas también la posición 0, que no tiene token anterior): la media es "
-            "sobre las T − 1 = {T1} posiciones t = 1 … T − 1.",
-            "you divide by T = {T} (or you also count position 0, which has no previous token): the mean is over "
-            "the T − 1 = {T1} positions t = 1 … T − 1.",
+        # ---- 13.ov_circuit
+        "ov_transposed": (
+            "devuelves la matriz traspuesta: las filas son el token al que la cabeza atiende (el de `W_E`) y las "
+            "columnas el logit que sube (el de `W_U`). Calcula `W_E · … · W_Uᵀ`, no `W_U · … · W_Eᵀ`, o traspón al final.",
+            "you return the transposed matrix: rows are the token the head attends to (from `W_E`) and columns the "
+            "logit raised (from `W_U`). Compute `W_E · … · W_Uᵀ`, not `W_U · … · W_Eᵀ`, or transpose at the end.",
         ),
-        "ptok_self": (
-            "lees la diagonal principal, `pattern[h, t, t]`: la atención de cada token a sí mismo. El token "
-            "anterior está una columna a la izquierda, `pattern[h, t, t - 1]`: la diagonal de debajo, "
-            "`diagonal(offset=-1, dim1=-2, dim2=-1)`.",
-            "you read the main diagonal, `pattern[h, t, t]`: each token's attention to itself. The previous token "
-            "is one column to the left, `pattern[h, t, t - 1]`: the diagonal below, "
-            "`diagonal(offset=-1, dim1=-2, dim2=-1)`.",
+        "ov_no_norms": (
+            "te faltan las ganancias de las dos normas: la del bloque (`norm1.weight`, antes de W_v) y la final "
+            "(`model.norm.weight`, antes de W_U). RMSNorm multiplica cada dimensión por su γ: multiplica por ellas.",
+            "the gains of both norms are missing: the block's (`norm1.weight`, before W_v) and the final one "
+            "(`model.norm.weight`, before W_U). RMSNorm multiplies each dimension by its γ: multiply by them.",
         ),
-        "ptok_next": (
-            "te salen ceros: lees `pattern[h, t, t + 1]` (la diagonal de encima, `offset=1`, o el patrón "
-            "traspuesto), la atención al token siguiente, que la máscara causal pone a cero. Las filas son quien "
-            "mira (t) y las columnas a quién mira: usa `pattern[h, t, t - 1]`, `offset=-1`.",
-            "you get zeros: you read `pattern[h, t, t + 1]` (the diagonal above, `offset=1`, or the transposed "
-            "pattern), the attention to the next token, which the causal mask sets to zero. Rows are who looks "
-            "(t) and columns whom it looks at: use `pattern[h, t, t - 1]`, `offset=-1`.",
+        "ov_no_block_norm": (
+            "falta la ganancia de la norma del bloque, `model.blocks[layer].norm1.weight`: la cabeza lee el "
+            "embedding normalizado, W_E[s] ⊙ γ, antes de W_v.",
+            "the gain of the block's norm is missing, `model.blocks[layer].norm1.weight`: the head reads the "
+            "normalised embedding, W_E[s] ⊙ γ, before W_v.",
         ),
-        "ptok_sum": (
-            "sumas la atención al token anterior sobre las posiciones: falta dividir entre las T − 1 = {T1} "
-            "posiciones (la media), para que una cabeza que siempre mira al anterior puntúe 1.",
-            "you sum the attention to the previous token over the positions: it still has to be divided by the "
-            "T − 1 = {T1} positions (the mean), so that a head that always looks at the previous token scores 1.",
+        "ov_no_final_norm": (
+            "falta la ganancia de la norma final, `model.norm.weight`: W_U lee lo que la cabeza escribe después "
+            "de esa norma, multiplicado por su γ.",
+            "the gain of the final norm is missing, `model.norm.weight`: W_U reads what the head writes after "
+            "that norm, multiplied by its γ.",
         ),
-        "ptok_max": (
-            "tomas el máximo sobre las posiciones: la puntuación es la media de `pattern[h, t, t - 1]` sobre "
-            "t = 1 … T − 1.",
-            "you take the maximum over the positions: the score is the mean of `pattern[h, t, t - 1]` over "
-            "t = 1 … T − 1.",
+        "ov_wrong_slice": (
+            "tomas un trozo equivocado de W_v o de W_o: la cabeza {head} es las **filas** {start}:{stop} de "
+            "`W_v.weight` (D_h salidas de las H · D_h) y las **columnas** {start}:{stop} de `W_o.weight` (sus D_h "
+            "entradas), con D_h = `attn.d_head` = {Dh}.",
+            "you take a wrong slice of W_v or W_o: head {head} is **rows** {start}:{stop} of `W_v.weight` (D_h of "
+            "the H · D_h outputs) and **columns** {start}:{stop} of `W_o.weight` (its D_h inputs), with "
+            "D_h = `attn.d_head` = {Dh}.",
         ),
-        "ptok_block": (
-            "promedias todo el bloque `pattern[:, 1:, :-1]`: eso mezcla la atención a todas las posiciones "
-            "anteriores. Quédate solo con su diagonal, `pattern[h, t, t - 1]`.",
-            "you average the whole block `pattern[:, 1:, :-1]`: that mixes the attention to every earlier "
-            "position. Keep only its diagonal, `pattern[h, t, t - 1]`.",
+        "ov_all_heads": (
+            "usas W_v y W_o enteros: eso es lo que escriben todas las cabezas del bloque juntas. Quédate con las "
+            "filas {start}:{stop} de `W_v.weight` y las columnas {start}:{stop} de `W_o.weight`.",
+            "you use the whole W_v and W_o: that is what all the block's heads write together. Keep rows "
+            "{start}:{stop} of `W_v.weight` and columns {start}:{stop} of `W_o.weight`.",
         ),
-        "ptok_other": (
-            "con un patrón de {H} cabezas y T = {T} devuelves {got}. Cada cabeza: la media de "
-            "`pattern[h, t, t - 1]` sobre t = 1 … T − 1.",
-            "with a pattern of {H} heads and T = {T} you return {got}. Each head: the mean of "
-            "`pattern[h, t, t - 1]` over t = 1 … T − 1.",
+        "ov_probs": (
+            "aplicas una softmax (o log-softmax): el circuito es el producto de los pesos, lo que la cabeza suma a "
+            "los logits, sin normalizar.",
+            "you apply a softmax (or log-softmax): the circuit is the product of the weights, what the head adds to "
+            "the logits, not normalised.",
+        ),
+        "ov_other": (
+            "en la cabeza {layer}.{head} tu matriz no es la esperada (la mayor diferencia es {diff}). Fila s: "
+            "((W_E[s] ⊙ γ₁) · W_vᵀ de la cabeza · W_oᵀ de la cabeza) ⊙ γ_f · W_Uᵀ.",
+            "for head {layer}.{head} your matrix is not the expected one (the largest difference is {diff}). Row s: "
+            "((W_E[s] ⊙ γ₁) · the head's W_vᵀ · the head's W_oᵀ) ⊙ γ_f · W_Uᵀ.",
+        ),
+        "model_changed": (
+            "el resultado es el correcto, pero el modelo se queda cambiado: `{name}` no vuelve a ser el que era. "
+            "Calcula con copias (`.clone()`, o sin operaciones «in place» como `mul_`) y no toques los pesos.",
+            "the result is right, but the model stays changed: `{name}` is not what it was. Compute with copies "
+            "(`.clone()`, or without in-place operations such as `mul_`) and leave the weights alone.",
         ),
         # ---- 13.induction_score
         "ind_last_copy": (
@@ -250,6 +260,29 @@ HINTS = Hints(
             "el modelo estaba en modo {before} y lo dejas en modo {after}: déjalo como estaba.",
             "the model was in {before} mode and you leave it in {after} mode: leave it as it was.",
         ),
+        "model_dtype": (
+            "el resultado es el correcto, pero dejas `{name}` como {got} y era {want}: ¿llamas a `.double()`, "
+            "`.to(...)` o `.half()` sobre el modelo? Trabaja con copias, o devuélvelo al tipo y al dispositivo "
+            "que tenía.",
+            "the result is right, but you leave `{name}` as {got} and it was {want}: do you call `.double()`, "
+            "`.to(...)` or `.half()` on the model? Work on copies, or put it back to the dtype and device it had.",
+        ),
+        "model_frozen": (
+            "el resultado es el correcto, pero `{name}` tenía `requires_grad={want}` y lo dejas en {got}: el modelo "
+            "ya no aprendería igual. Si lo cambias (`requires_grad_`), restáuralo al final; para no calcular "
+            "gradientes basta `torch.no_grad()`.",
+            "the result is right, but `{name}` had `requires_grad={want}` and you leave it {got}: the model would "
+            "no longer learn the same. If you change it (`requires_grad_`), restore it at the end; to compute no "
+            "gradients `torch.no_grad()` is enough.",
+        ),
+        "model_patched": (
+            "el resultado es el correcto, pero dejas cambiado un método del modelo: `{name}`. Cada llamada "
+            "posterior seguiría pasando por tu versión: guarda el original y vuelve a ponerlo al final (mejor "
+            "en un `finally`), o usa un gancho y quítalo.",
+            "the result is right, but you leave a method of the model changed: `{name}`. Every later call would "
+            "still go through your version: keep the original and put it back at the end (best in a `finally`), "
+            "or use a hook and remove it.",
+        ),
         "abl_other": (
             "con la cabeza {head} de la capa {layer} anulada, tus logits no son los esperados (la mayor "
             "diferencia es {diff}). La salida de la cabeza son las posiciones {start}:{stop} de la entrada de "
@@ -324,72 +357,191 @@ def _mix(parts: list[tuple[float, Tensor]]) -> Tensor:
     return sum(w * p for w, p in parts)  # type: ignore[return-value]
 
 
-# ---- 13.previous_token_score ---------------------------------------------------------------------
+# ---- the model a checker hands the student: left as it was ---------------------------------------
 
 
-def _ptok_pattern(H: int, T: int, seed: int) -> Tensor:
-    """Head 0 mostly on the previous token, head 1 mostly on itself, the others random (float32)."""
-    rand = _causal(H, T, seed)
-    prev = _at(T, lambda t: [t - 1])
-    self_ = _at(T, lambda t: [t])
-    heads = [_mix([(0.7, prev), (0.3, rand[0])]), _mix([(0.6, self_), (0.4, rand[1])])]
-    heads += [rand[h] for h in range(2, H)]
-    return torch.stack(heads).float()
+def _model_state(model: torch.nn.Module) -> dict[str, Any]:
+    """Everything of ``model`` a student's function could leave changed: every parameter's and buffer's value,
+    dtype, device and ``requires_grad``, every module's mode and hooks, the methods set on a module itself
+    (``module.forward = ...``) and the methods of the modules' classes."""
+    tensors = {name: t for name, t in model.named_parameters()} | {name: t for name, t in model.named_buffers()}
+    return {
+        "tensors": {name: (t.detach().clone(), t.dtype, t.device, t.requires_grad) for name, t in tensors.items()},
+        "training": {name: m.training for name, m in model.named_modules()},
+        "own": {
+            name: {k for k, v in vars(m).items() if callable(v) and not isinstance(v, torch.nn.Module)}
+            for name, m in model.named_modules()
+        },
+        "classes": {type(m): dict(vars(type(m))) for m in model.modules()},
+    }
 
 
-# (H, T, seed): three, two and four heads, lengths 7, 10 and 6 (never H: a score per position is not one per head).
-_PTOK_CASES = [(3, 7, 1), (2, 10, 2), (4, 6, 3)]
+def _left_changed(lang: str, model: torch.nn.Module, state: dict[str, Any], changed_key: str) -> Feedback | None:
+    """The hint for the first thing of ``model`` that is not as ``state`` recorded it (None: all as it was). A
+    method replaced on a module's class is put back (it would change every model of the kernel)."""
+    for cls, methods in state["classes"].items():
+        for attr, value in methods.items():
+            if vars(cls).get(attr) is not value:
+                setattr(cls, attr, value)
+                return HINTS(lang, "model_patched", name=f"{cls.__name__}.{attr}")
+        for attr in set(vars(cls)) - set(methods):
+            delattr(cls, attr)
+            return HINTS(lang, "model_patched", name=f"{cls.__name__}.{attr}")
+    now = {name: t for name, t in model.named_parameters()} | {name: t for name, t in model.named_buffers()}
+    for name, (value, dtype, device, grad) in state["tensors"].items():
+        if name not in now:
+            return HINTS(lang, changed_key, name=name)
+        t = now[name]
+        if t.dtype != dtype or t.device != device:
+            return HINTS(lang, "model_dtype", name=name, got=f"{t.dtype} ({t.device})", want=f"{dtype} ({device})")
+        if t.requires_grad != grad:
+            return HINTS(lang, "model_frozen", name=name, got=t.requires_grad, want=grad)
+        if t.shape != value.shape or not torch.equal(t.detach(), value):
+            return HINTS(lang, changed_key, name=name)
+    modules = dict(model.named_modules())
+    for name, own in state["own"].items():
+        extra = {k for k, v in vars(modules[name]).items() if callable(v) and not isinstance(v, torch.nn.Module)}
+        if extra - own:
+            return HINTS(lang, "model_patched", name=".".join(filter(None, [name, sorted(extra - own)[0]])))
+    hooks = _hooks(model)
+    if hooks:
+        return HINTS(lang, "abl_hook_left", where=", ".join(hooks))
+    if any(modules[name].training != training for name, training in state["training"].items()):
+        return HINTS(lang, "abl_mode", **_modes(lang))
+    return None
 
 
-def _ptok_mistakes(p: Tensor) -> list[tuple[str, Tensor]]:
-    """What each typical mistake gives on one pattern (H, T, T); two ways to make one mistake share a key."""
-    p = p.double()
-    T = p.size(-1)
-    below = p.diagonal(offset=-1, dim1=-2, dim2=-1)  # (H, T-1)
-    diag = p.diagonal(dim1=-2, dim2=-1)  # (H, T)
+def _hooks(model: torch.nn.Module) -> list[str]:
+    """The modules of ``model`` with a forward hook or pre-hook registered, by name."""
+    return [name or "model" for name, m in model.named_modules() if m._forward_pre_hooks or m._forward_hooks]
+
+
+def _modes(lang: str) -> dict[str, str]:
+    return {"before": "eval", "after": "train"} if lang == "en" else {"before": "evaluación", "after": "entrenamiento"}
+
+
+# ---- 13.ov_circuit -------------------------------------------------------------------------------
+
+_OV_VOCAB = 12
+
+
+def _ov_model() -> ModernTransformer:
+    """Notebook 13's architecture, small (V = 12, D = 16, two heads of Dh = 8, two blocks), from a fixed seed (the
+    notebook's random state is left alone), with norm gains far from 1 and different in every dimension, so that a
+    forgotten gain shows."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(31)
+        config = ModernConfig(
+            vocab_size=_OV_VOCAB, d_model=16, n_heads=2, n_layers=2, feed_forward="none", max_len=16, positional="rope"
+        )
+        model = ModernTransformer(config)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+            for norm in [b.norm1 for b in model.blocks] + [model.norm]:
+                norm.weight.copy_(0.5 + 2.0 * torch.rand(16))
+    return model.eval()
+
+
+# (layer, head): the second head first (a slice starting at `head` is not the head's), then the others.
+_OV_CASES = [(1, 1), (0, 0), (0, 1), (1, 0)]
+
+
+def _ov_by_hand(
+    model: ModernTransformer,
+    layer: int,
+    head: int,
+    *,
+    block_norm: bool = True,
+    final_norm: bool = True,
+    heads: slice | None = None,
+    v_columns: bool = False,
+    o_rows: bool = False,
+) -> Tensor:
+    """The OV circuit written as a student would, with one thing changed. Shapes: -> (V, V), double."""
+    a = model.blocks[layer].attn
+    Dh = a.d_head
+    part = slice(head * Dh, (head + 1) * Dh) if heads is None else heads
+    E = model.token.weight.detach().double()
+    x = E * model.blocks[layer].norm1.weight.detach().double() if block_norm else E  # (V, D)
+    W_v = a.W_v.weight.detach().double()
+    W_o = a.W_o.weight.detach().double()
+    z = x @ (W_v[:, part] if v_columns else W_v[part].T)  # (V, Dh)
+    out = z @ (W_o[part] if o_rows else W_o[:, part].T)  # (V, D)
+    if final_norm:
+        out = out * model.norm.weight.detach().double()
+    return out @ model.lm_head.weight.detach().double().T  # (V, V)
+
+
+def _ov_mistakes(model: ModernTransformer, layer: int, head: int) -> list[tuple[str, Tensor]]:
+    """What each typical mistake gives on one head; two ways to make one mistake share a key."""
+    right = _ov_by_hand(model, layer, head)
     return [
-        ("ptok_over_T", below.sum(-1) / T),
-        ("ptok_self", diag.mean(-1)),
-        ("ptok_self", diag[:, 1:].mean(-1)),
-        ("ptok_next", p.diagonal(offset=1, dim1=-2, dim2=-1).mean(-1)),
-        ("ptok_sum", below.sum(-1)),
-        ("ptok_max", below.max(-1).values),
-        ("ptok_block", p[:, 1:, :-1].mean(dim=(-2, -1))),
+        ("ov_transposed", right.T),
+        ("ov_no_norms", _ov_by_hand(model, layer, head, block_norm=False, final_norm=False)),
+        ("ov_no_block_norm", _ov_by_hand(model, layer, head, block_norm=False)),
+        ("ov_no_final_norm", _ov_by_hand(model, layer, head, final_norm=False)),
+        ("ov_wrong_slice", _ov_by_hand(model, layer, head, v_columns=True)),
+        ("ov_wrong_slice", _ov_by_hand(model, layer, head, o_rows=True)),
+        ("ov_wrong_slice", _ov_by_hand(model, layer, head, v_columns=True, o_rows=True)),
+        ("ov_all_heads", _ov_by_hand(model, layer, head, heads=slice(None))),
+        ("ov_probs", right.softmax(-1)),
+        ("ov_probs", right.log_softmax(-1)),
     ]
 
 
-_SCORE_WHY = (
-    "escribe tú la puntuación a partir del patrón (con `diagonal`, índices o un bucle).",
-    "write the score yourself from the pattern (with `diagonal`, indexing or a loop).",
+_OV_TOOLS = (
+    ("minitransformer.circuits.ov_circuit", "ov_circuit"),
+    ("minitransformer.circuits._ov", "circuits._ov"),
+    ("minitransformer.circuits._final_reads", "circuits._final_reads"),
+    ("minitransformer.exercises.circuits._ov_by_hand", "_ov_by_hand"),
+)
+_OV_WHY = (
+    "escribe tú el producto de los pesos (W_E, las normas, W_v, W_o, W_U).",
+    "write the product of the weights yourself (W_E, the norms, W_v, W_o, W_U).",
 )
 
 
-@exercise("13.previous_token_score")
-def check_previous_token_score(my_previous_token_score: Callable[[Tensor], Any], lang: str | None = None) -> Feedback:
-    """Check ``my_previous_token_score(pattern)`` -> each head's mean attention from t to t − 1 over
-    t = 1 … T − 1 (H numbers: a list or a tensor), ``circuits.previous_token_score(pattern[None])``, on
-    patterns (H, T, T) of three sizes. ``circuits.previous_token_score`` is switched off while the student's
-    function runs. A mistake is named when it explains every case."""
-    patterns = [_ptok_pattern(H, T, seed) for H, T, seed in _PTOK_CASES]
-    right = [circuits.previous_token_score(p[None]).double() for p in patterns]
-    answers = []
-    for p in patterns:
-        H, T, _ = p.shape
-        with forbid([("minitransformer.circuits.previous_token_score", "previous_token_score")], *_SCORE_WHY):
-            got = attempt(lang, my_previous_token_score, p.clone())
-        answers.append(_scores(lang, got, H, T))
-    if all(close(a, r) for a, r in zip(answers, right)):
-        return correct(
-            lang,
-            "Una cabeza de token anterior puntúa cerca de 1; una que reparte la atención por igual, mucho menos.",
-            "A previous-token head scores close to 1; one that spreads its attention evenly, much less.",
-        )
-    bank = [_ptok_mistakes(p) for p in patterns]
-    mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
-    key = diagnose(answers, mistakes, EVERY_CASE)
-    first = next(i for i, (a, r) in enumerate(zip(answers, right)) if not close(a, r))
-    H, T, _ = patterns[first].shape
-    return HINTS(lang, key or "ptok_other", H=H, T=T, T1=T - 1, got=_shown(lang, answers[first]))
+@exercise("13.ov_circuit")
+def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = None) -> Feedback:
+    """Check ``my_ov_circuit(model, layer, head)`` -> the head's full OV circuit (V, V), row s what attending to
+    token s adds to the logits, ``circuits.ov_circuit(model, layer, head)`` (switched off while the student's
+    function runs), on every head of a small attention-only model with norm gains far from 1, each case on a model
+    of its own, the model left as it was (as ``13.ablate_head`` checks it). The first case the answer gets wrong
+    decides."""
+    for layer, head in _OV_CASES:
+        model = _ov_model()
+        want = circuits.ov_circuit(model, layer, head).double()
+        state = _model_state(model)
+        with forbid(_OV_TOOLS, *_OV_WHY):
+            got = attempt(lang, my_ov_circuit, model, layer, head)
+        matrix = tensor(lang, got, tuple(want.shape))
+        if matrix.is_complex() or not bool(torch.isfinite(matrix).all()):
+            return HINTS(lang, "nan")
+        Dh = model.blocks[layer].attn.d_head
+        fields = {"layer": layer, "head": head, "Dh": Dh, "start": head * Dh, "stop": (head + 1) * Dh}
+        if not close(matrix, want, atol=1e-4, rtol=1e-4):
+            clean = _ov_model()
+            key = diagnose(
+                [matrix], [(k, [v]) for k, v in _ov_mistakes(clean, layer, head)], EVERY_CASE, atol=1e-4, rtol=1e-4
+            )
+            if key is not None:
+                return HINTS(lang, key, **fields)
+            left = _left_changed(lang, model, state, "model_changed")
+            if left is not None:
+                return left
+            diff = float((matrix.detach().cpu().double() - want).abs().max())
+            return HINTS(lang, "ov_other", diff=diff, **fields)
+        left = _left_changed(lang, model, state, "model_changed")
+        if left is not None:
+            return left
+    return correct(
+        lang,
+        "Mira ahora las cabezas del modelo entrenado: las del bloque 1 ponen lo mayor de cada fila en la diagonal "
+        "(copian); ¿y las del bloque 0?",
+        "Now look at the trained model's heads: block 1's put the largest entry of each row on the diagonal (they "
+        "copy); and block 0's?",
+    )
 
 
 # ---- 13.induction_score --------------------------------------------------------------------------
@@ -462,6 +614,18 @@ def _ind_mistakes(p: Tensor, P: int) -> list[tuple[str, Tensor]]:
     ]
 
 
+_SCORE_WHY = (
+    "escribe tú la puntuación a partir del patrón (con índices, `diagonal` o un bucle).",
+    "write the score yourself from the pattern (with indexing, `diagonal` or a loop).",
+)
+
+# the package's score, and the checker's own loop (which, without changes, is the right answer)
+_IND_TOOLS = (
+    ("minitransformer.circuits.induction_score", "induction_score"),
+    ("minitransformer.exercises.circuits._ind_variant", "_ind_variant"),
+)
+
+
 @exercise("13.induction_score")
 def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang: str | None = None) -> Feedback:
     """Check ``my_induction_score(pattern, period)`` -> each head's attention summed over the positions
@@ -474,7 +638,7 @@ def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang
     answers = []
     for p, P in cases:
         H, T, _ = p.shape
-        with forbid([("minitransformer.circuits.induction_score", "induction_score")], *_SCORE_WHY):
+        with forbid(_IND_TOOLS, *_SCORE_WHY):
             got = attempt(lang, my_induction_score, p.clone(), P)
         answers.append(_scores(lang, got, H, T))
     if all(close(a, r) for a, r in zip(answers, right)):
@@ -578,20 +742,6 @@ def _abl_mistakes(model: ModernTransformer, tokens: Tensor, layer: int, head: in
     ]
 
 
-def _hooks(model: torch.nn.Module) -> list[str]:
-    """The modules of ``model`` with a forward hook or pre-hook registered, by name."""
-    return [name or "model" for name, m in model.named_modules() if m._forward_pre_hooks or m._forward_hooks]
-
-
-def _changed(model: torch.nn.Module, before: dict[str, Tensor]) -> str | None:
-    """The first weight of ``model`` that is not what it was (its name), or None."""
-    now = model.state_dict()
-    for name, value in before.items():
-        if name not in now or now[name].shape != value.shape or not torch.equal(now[name], value):
-            return name
-    return None
-
-
 _ABLATE_TOOLS = (("minitransformer.circuits.ablate_heads.__wrapped__", "ablate_heads"),)
 _ABLATE_WHY = (
     "escribe tú la ablación: un gancho en `W_o` o sus columnas a cero (y restauradas).",
@@ -604,12 +754,14 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
     """Check ``my_ablate_head(model, tokens, layer, head)`` -> the logits (B, T, V) of ``model(tokens)`` with
     head ``head`` of block ``layer`` zeroed before W_o, as ``circuits.ablate_heads(model, {(layer, head):
     "zero"})`` gives them (switched off while the student's function runs), the model left as it was: the same
-    weights, no hook left, the same mode. Each head of each layer of a tiny attention-only model, in order; the
-    first case the answer gets wrong decides."""
-    model, tokens = _tiny_model(), _tokens()
+    weights, dtypes, devices and ``requires_grad``, no hook or method left in place, the same mode. Each head of
+    each layer of a tiny attention-only model, in order, each case on a model of its own and its expected logits
+    on another one that the student's code never touches; the first case the answer gets wrong decides."""
+    tokens = _tokens()
     for layer, head in _ABL_CASES:
-        want = _reference(model, tokens, layer, head)
-        before = {name: value.clone() for name, value in model.state_dict().items()}
+        want = _reference(_tiny_model(), tokens, layer, head)
+        model = _tiny_model()
+        state = _model_state(model)
         with forbid(_ABLATE_TOOLS, *_ABLATE_WHY):
             got = attempt(lang, my_ablate_head, model, tokens.clone(), layer, head)
         logits = tensor(lang, got, tuple(want.shape))
@@ -618,31 +770,21 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
         Dh = model.blocks[layer].attn.d_head
         fields = {"layer": layer, "head": head, "Dh": Dh, "start": head * Dh, "stop": (head + 1) * Dh}
         if not close(logits, want):
-            changed, hooks = _changed(model, before), _hooks(model)
-            model = _tiny_model()  # the mistakes are computed on a model as it was
-            key = diagnose([logits], [(k, [v]) for k, v in _abl_mistakes(model, tokens, layer, head)], EVERY_CASE)
+            key = diagnose(
+                [logits], [(k, [v]) for k, v in _abl_mistakes(_tiny_model(), tokens, layer, head)], EVERY_CASE
+            )
             if key is not None:
                 return HINTS(lang, key, **fields)
-            if changed is not None:
-                return HINTS(lang, "abl_not_restored", name=changed)
-            if hooks:
-                return HINTS(lang, "abl_hook_left", where=", ".join(hooks))
-            diff = float((logits.double() - want).abs().max())
+            left = _left_changed(lang, model, state, "abl_not_restored")
+            if left is not None:
+                return left
+            diff = float((logits.detach().cpu().double() - want).abs().max())
             return HINTS(lang, "abl_other", diff=diff, **fields)
-        changed = _changed(model, before)
-        if changed is not None:
-            return HINTS(lang, "abl_not_restored", name=changed)
-        hooks = _hooks(model)
-        if hooks:
-            return HINTS(lang, "abl_hook_left", where=", ".join(hooks))
-        if model.training:
-            return HINTS(lang, "abl_mode", **_modes(lang))
+        left = _left_changed(lang, model, state, "abl_not_restored")
+        if left is not None:
+            return left
     return correct(
         lang,
         "Comparar estos logits con los del modelo entero dice cuánto aporta esa cabeza.",
         "Comparing these logits with the whole model's says how much that head contributes.",
     )
-
-
-def _modes(lang: str) -> dict[str, str]:
-    return {"before": "eval", "after": "train"} if lang == "en" else {"before": "evaluación", "after": "entrenamiento"}

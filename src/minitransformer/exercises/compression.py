@@ -14,14 +14,9 @@ key :mod:`.solutions.nb12`.
 
 from __future__ import annotations
 
-import bz2
-import functools
-import gzip
-import lzma
 import math
 import numbers
 import random
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +33,6 @@ from ._core import (
     Feedback,
     Hints,
     attempt,
-    checker,
     correct,
     diagnose,
     exercise,
@@ -47,7 +41,7 @@ from ._core import (
     type_name,
 )
 
-__all__ = ["HINTS", "check_bits_per_byte", "check_conditional_bits", "check_narrow", "check_sample"]
+__all__ = ["HINTS", "check_bits_per_byte", "check_narrow", "check_sample"]
 
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
@@ -194,73 +188,6 @@ HINTS = Hints(
             "función no vuelve igual: {why}",
             "your ends agree on the test cases, but the message the encoder compresses with your function does not "
             "come back the same: {why}",
-        ),
-        # ---- 12.conditional_compression (the exercise of earlier versions of notebook 12: saved copies still call it)
-        "cond_no_context": (
-            "comprimes `held` solo: eso mide sus bits sin contexto. Lo que cuesta tras el contexto es lo que crece "
-            "el comprimido al añadirlo: `len(compress(context + held)) - len(compress(context))`.",
-            "you compress `held` alone: that measures its bits without context. What it costs after the context is "
-            "how much the compressed output grows when it is added: "
-            "`len(compress(context + held)) - len(compress(context))`.",
-        ),
-        "cond_order": (
-            "pones `held` delante del contexto: así mides lo que cuesta `held` sin nada antes (y el contexto detrás), "
-            "que a menudo da casi lo mismo, pero no es lo pedido. El compresor lee de izquierda a derecha: para "
-            "que el contexto ayude, va antes. Comprime `context + held`.",
-            "you put `held` before the context: that measures what `held` costs with nothing before it (and the "
-            "context after), which often gives nearly the same, but is not what is asked. The compressor reads "
-            "from left to right: for the context to help, it goes first. Compress `context + held`.",
-        ),
-        "cond_no_subtract": (
-            "no restas lo que ocupa el contexto comprimido: así cuentas los bits de los dos textos. Resta "
-            "`len(compress(context))`.",
-            "you do not subtract the compressed context's length: that counts the bits of both texts. Subtract "
-            "`len(compress(context))`.",
-        ),
-        "cond_subtracts_held": (
-            "restas `len(compress(held))`: lo que se resta es el contexto comprimido solo, "
-            "`len(compress(context))`; la diferencia es lo que añade `held` tras él.",
-            "you subtract `len(compress(held))`: what is subtracted is the context compressed alone, "
-            "`len(compress(context))`; the difference is what `held` adds after it.",
-        ),
-        "cond_bits": (
-            "`len` de un comprimido cuenta bytes, y se piden bits: multiplica la diferencia por 8 (no la dividas).",
-            "`len` of a compressed output counts bytes, and bits are asked for: multiply the difference by 8 (do "
-            "not divide it).",
-        ),
-        "cond_whole_length": (
-            "divides entre los bytes de `context + held`: los bits de más son solo de `held`, así que se reparten "
-            "entre `len(held)`.",
-            "you divide by the bytes of `context + held`: the extra bits are `held`'s alone, so they are shared "
-            "among `len(held)`.",
-        ),
-        "cond_held_characters": (
-            "divides entre los caracteres de `held` decodificado, no entre sus bytes: `held` ya son bytes, y "
-            "`len(held)` los cuenta.",
-            "you divide by the characters of `held` decoded, not by its bytes: `held` is bytes already, and "
-            "`len(held)` counts them.",
-        ),
-        "cond_own_compressor": (
-            "con el compresor {name} devuelves lo que daría gzip: usa la función `compress` que recibes, no una tuya.",
-            "with the {name} compressor you return what gzip would give: use the `compress` function you are "
-            "given, not one of your own.",
-        ),
-        "cond_rounded": (
-            "el resultado sale redondeado o truncado ({got}): ¿usas `//`, `round` o `int`? Usa `/` y no redondees.",
-            "the result comes out rounded or truncated ({got}): do you use `//`, `round` or `int`? Use `/` and do "
-            "not round.",
-        ),
-        "cond_str_bytes": (
-            "mezclas texto y bytes ({error}: Python dice: «{said}»): `context` y `held` ya son `bytes`, y "
-            "`compress` recibe y devuelve `bytes`. No los codifiques ni los decodifiques; júntalos con `+`.",
-            'you mix text and bytes ({error}: Python says: "{said}"): `context` and `held` are `bytes` already, and '
-            "`compress` takes and returns `bytes`. Neither encode nor decode them; join them with `+`.",
-        ),
-        "cond_other": (
-            "con el compresor {name}, {context} bytes de contexto y {held} de `held` devuelves {got}. Son "
-            "(len(compress(context + held)) − len(compress(context))) · 8 / len(held).",
-            "with the {name} compressor, {context} bytes of context and {held} of `held` you return {got}. It is "
-            "(len(compress(context + held)) − len(compress(context))) · 8 / len(held).",
         ),
         # ---- 12.sample_with_cache
         "sample_ids": (
@@ -646,128 +573,6 @@ def check_narrow(narrow: Callable[[int, int, int, int, int], tuple[int, int]], l
         "recuperó: el mismo estrechamiento, entero a entero, en los dos lados.",
         "The package's encoder, narrowing with your function, compressed 300 symbols and its decoder gave them "
         "back: the same narrowing, integer for integer, on both sides.",
-    )
-
-
-# ---- 12.conditional_compression ------------------------------------------------------------------
-# The second exercise of earlier versions of notebook 12 (now 12.interval_narrowing): saved copies of the notebook
-# still call its checker, so it stays, no longer an exercise.
-
-_GZIP = functools.partial(gzip.compress, mtime=0)  # no timestamp: the same bytes every time
-
-_CONTEXT_EN = (
-    b"The model reads the text one byte at a time and learns what comes next. The better it predicts, the "
-    b"fewer bits it needs to store each byte. A compressor does the same with the text it has already seen. "
-)
-_CONTEXT_ES = (
-    "El modelo lee el texto byte a byte y aprende qué viene después. Cuanto mejor predice, menos bits necesita "
-    "para guardar cada byte. Un compresor hace lo mismo con el texto que ya ha visto. "
-).encode()
-
-# (compress, its name, context, held): gzip, bz2 and xz, English and Spanish (held with «é», «ñ»: its characters
-# are not its bytes). An LZ compressor stores `held + context` in nearly as many bytes as `context + held`, so
-# putting the context second often gives the right number: the gzip and xz cases are ones where it does not.
-_COND_CASES = [
-    (_GZIP, "gzip", _CONTEXT_EN, b"The better the model predicts what comes next, the fewer bits it needs."),
-    (
-        bz2.compress,
-        "bz2",
-        _CONTEXT_ES * 3,
-        "Cuanto mejor predice qué viene después, menos bits necesita el año.".encode(),
-    ),
-    (lzma.compress, "xz", _CONTEXT_ES * 3, "Un compresor hace lo mismo: el niño ya ha visto el texto.".encode()),
-    (_GZIP, "gzip", _CONTEXT_ES * 2, "Mañana, señor, la cigüeña comprimirá otro texto distinto.".encode()),
-]
-
-
-def _cond(compress: Callable[[bytes], bytes], context: bytes, held: bytes) -> float:
-    return (len(compress(context + held)) - len(compress(context))) * 8 / len(held)
-
-
-def _cond_mistakes(compress: Callable[[bytes], bytes], context: bytes, held: bytes) -> list[tuple[str, float | None]]:
-    """What each typical mistake gives on one case; two ways to make one mistake share its key. A mistake whose
-    program is right on a case gives the right answer there."""
-    both, alone = len(compress(context + held)), len(compress(context))
-    extra, right = both - alone, _cond(compress, context, held)
-    chars = len(held.decode("utf-8"))
-    return [
-        ("cond_no_context", len(compress(held)) * 8 / len(held)),
-        ("cond_order", (len(compress(held + context)) - alone) * 8 / len(held)),
-        ("cond_no_subtract", both * 8 / len(held)),
-        ("cond_no_subtract", both * 8 / len(context + held)),
-        ("cond_subtracts_held", (both - len(compress(held))) * 8 / len(held)),
-        ("cond_bits", extra / len(held)),
-        ("cond_bits", extra / 8 / len(held)),
-        ("cond_whole_length", extra * 8 / len(context + held)),
-        ("cond_held_characters", extra * 8 / chars),  # right where characters are bytes
-        ("cond_own_compressor", _cond(gzip.compress, context, held)),  # right with gzip
-        ("cond_rounded", float(extra * 8 // len(held))),
-        ("cond_rounded", float(round(right))),
-        ("cond_rounded", round(right, 1)),
-        ("cond_rounded", round(right, 2)),
-    ]
-
-
-# What Python says when text and bytes are mixed (``str + bytes``, ``bytes.encode``, ``compress(str)``).
-_STR_BYTES = re.compile(
-    r"bytes-like object is required|can't concat str to bytes|can only concatenate str|"
-    r"'bytes' object has no attribute 'encode'|'str' object has no attribute 'decode'|"
-    r"unsupported operand type\(s\) for \+: '(bytes|str)' and '(bytes|str)'|object supporting the buffer API"
-)
-
-
-class _Mixed:
-    """The student's function mixed text and bytes: the error it raised."""
-
-    def __init__(self, exc: Exception):
-        self.exc = exc
-
-
-@checker
-def check_conditional_bits(
-    conditional_bits: Callable[[Callable[[bytes], bytes], bytes, bytes], float], lang: str | None = None
-) -> Feedback:
-    """Check ``conditional_bits(compress, context, held)`` -> the bits per byte ``compress`` spends on ``held``
-    after ``context``: (len(compress(context + held)) − len(compress(context))) · 8 / len(held).
-
-    The old exercise 2 of notebook 12, replaced by ``12.interval_narrowing`` (the student writes part of the coder):
-    no longer an exercise, with no worked solution, it still checks a saved copy's answer.
-
-    Every case is run (gzip, bz2, xz); a mistake is named when it explains every case. An error from mixing
-    text and bytes is named as such.
-    """
-
-    def guarded(*args: Any) -> Any:
-        try:
-            return conditional_bits(*args)
-        except (TypeError, AttributeError) as exc:
-            if _STR_BYTES.search(str(exc)):
-                return _Mixed(exc)
-            raise
-
-    if not callable(conditional_bits):
-        attempt(lang, conditional_bits)  # says "pass your function"
-    answers = []
-    for compress, _, context, held in _COND_CASES:
-        got = attempt(lang, guarded, compress, context, held)
-        if isinstance(got, _Mixed):
-            return HINTS(lang, "cond_str_bytes", error=type(got.exc).__name__, said=str(got.exc))
-        answers.append(_number(lang, got))
-    right = [_cond(compress, context, held) for compress, _, context, held in _COND_CASES]
-    if not all(_same(got, want) for got, want in zip(answers, right)):
-        # EVERY_CASE: each mistake is a whole function a student could write, run on every case
-        bank = [_cond_mistakes(compress, context, held) for compress, _, context, held in _COND_CASES]
-        mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
-        key = diagnose(answers, mistakes, EVERY_CASE, same=_same)
-        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if not _same(got, want))
-        _, name, context, held = _COND_CASES[first]
-        return HINTS(lang, key or "cond_other", name=name, context=len(context), held=len(held), got=answers[first])
-    return correct(
-        lang,
-        "Es la entropía cruzada del compresor sobre `held` dado el contexto, en bits por byte: la misma "
-        "medida que la del modelo.",
-        "It is the compressor's cross-entropy on `held` given the context, in bits per byte: the same measure "
-        "as the model's.",
     )
 
 

@@ -1,5 +1,5 @@
 """Checkers for notebook 10's exercises: RoPE by pairs, SwiGLU, the online softmax, a cached decode step of
-grouped-query attention with RoPE (and the old exercise 4, RoPE's offset, kept for saved copies of the notebook).
+grouped-query attention with RoPE.
 
 Each checker compares the student's answer with the package's own (computed before the
 student's code runs), on cases chosen so that the usual mistakes give different numbers
@@ -12,7 +12,6 @@ The worked solutions are in the answer key :mod:`.solutions.nb10`.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,7 +32,6 @@ from ._core import (
     Hints,
     Unfinished,
     attempt,
-    checker,
     close,
     correct,
     diagnose,
@@ -53,7 +51,6 @@ __all__ = [
     "check_swiglu",
     "check_online_softmax",
     "check_cached_step",
-    "check_rope_offset",
 ]
 
 # Every hint these checkers give, (Spanish, English), by key.
@@ -388,52 +385,6 @@ HINTS = Hints(
             "the cache is right, but the output does not match (with H = {H}, H_kv = {Hkv}, S = {S}, T = {T}): "
             "check the turn of `q`, the repetition of the heads, the mask and the scale.",
         ),
-        # RoPE's offset under a cache (the old exercise 4, kept for saved copies of the notebook)
-        "offset_type": (
-            "devuelve un número entero (un `int`), la posición del primer token nuevo, no {got}.",
-            "return an integer (an `int`), the position of the first new token, not {got}.",
-        ),
-        "offset_zero": (
-            "devuelves 0: así cada llamada gira sus tokens nuevos como si empezaran la secuencia, y el primero "
-            "queda en la posición 0 aunque la caché ya guarde otros antes que él.",
-            "you return 0: each call then turns its new tokens as if they started the sequence, and the first "
-            "one lands at position 0 although the cache already holds others before it.",
-        ),
-        "offset_capacity": (
-            "devuelves la capacidad de la caché (las posiciones para las que tiene sitio), no las que guarda ya.",
-            "you return the cache's capacity (the positions it has room for), not the ones it already holds.",
-        ),
-        "offset_plus_one": (
-            "te pasas en uno: con S posiciones guardadas (0 … S − 1), el primer token nuevo va en la posición S.",
-            "you are one too high: with S positions stored (0 … S − 1), the first new token goes at position S.",
-        ),
-        "offset_minus_one": (
-            "te quedas corto en uno: S − 1 es la posición del último token guardado; el nuevo va en la siguiente, S.",
-            "you are one too low: S − 1 is the position of the last stored token; the new one goes at the next, S.",
-        ),
-        "offset_room": (
-            "devuelves el sitio libre que le queda a la caché (capacidad − S), no las posiciones que ya guarda.",
-            "you return the room the cache has left (capacity − S), not the positions it already holds.",
-        ),
-        "offset_batch": (
-            "devuelves el tamaño del lote B (el eje 0 de `cache.k`); las posiciones guardadas son el eje 1.",
-            "you return the batch size B (axis 0 of `cache.k`); the stored positions are axis 1.",
-        ),
-        "offset_heads": (
-            "devuelves el número de cabezas de clave y valor (el eje 2 de `cache.k`); las posiciones guardadas son "
-            "el eje 1.",
-            "you return the number of key/value heads (axis 2 of `cache.k`); the stored positions are axis 1.",
-        ),
-        "offset_empty": (
-            "aciertas con una caché llena, pero falla con la vacía: antes del primer paso `cache.k` es `None`. "
-            "`len(cache)` vale 0 entonces.",
-            "you are right with a filled cache, but it fails with the empty one: before the first step `cache.k` "
-            "is `None`. `len(cache)` is 0 then.",
-        ),
-        "offset_other": (
-            "con estas cachés las respuestas correctas eran {expected} y las tuyas {got}.",
-            "with these caches the right answers were {expected} and yours {got}.",
-        ),
         "online_other": (
             "el resultado no coincide con la softmax de cada fila.",
             "the result does not match the softmax of each row.",
@@ -700,7 +651,7 @@ _SOFTMAX_TOOLS = (
     "torch.logsumexp",
     "torch.special.logsumexp",
     ("torch.Tensor.logsumexp", "Tensor.logsumexp"),
-    ("minitransformer.modern.online_softmax", "online_softmax"),
+    ("minitransformer.attention_cost.online_softmax", "online_softmax"),
 )
 _ONLINE_WHY = (
     "calcula tú el máximo y la suma bloque a bloque, sin la softmax de PyTorch ni `logsumexp`.",
@@ -1103,80 +1054,3 @@ def check_cached_step(cached_step: Callable[..., Tensor], lang: str | None = Non
     if not bool(torch.isfinite(out).all()):
         return HINTS(lang, "nan")
     return HINTS(lang, "cached_output_other", **shapes)
-
-
-# ---- the old exercise 4, 10.rope_offset: kept for saved copies of the notebook -----------------
-
-
-def _offset_mistakes(filled: list[tuple[int, int]], batch: int, kv_heads: int) -> dict[str, list[int]]:
-    """The offset each typical mistake gives for caches holding S of C positions, ``filled`` = [(S, C), ...]."""
-    return {
-        "offset_zero": [0 for _ in filled],
-        "offset_capacity": [c for _, c in filled],
-        "offset_plus_one": [s + 1 for s, _ in filled],
-        "offset_minus_one": [s - 1 for s, _ in filled],
-        "offset_room": [c - s for s, c in filled],
-        "offset_batch": [batch for _ in filled],
-        "offset_heads": [kv_heads for _ in filled],
-    }
-
-
-def _filled_cache(stored: int, capacity: int, batch: int = 3, kv_heads: int = 2, d_head: int = 4) -> AttentionCache:
-    cache = AttentionCache(capacity=capacity)
-    if stored:
-        keys = randn(batch, stored, kv_heads, d_head, seed=40 + stored)
-        cache.update(keys, keys * 2)
-    return cache
-
-
-def _offset_answer(lang: str, got: Any) -> int:
-    """The answer as an int; anything else stops the check with its hint."""
-    if isinstance(got, Tensor) and got.numel() == 1 and not got.is_floating_point() and not got.is_complex():
-        if got.dtype != torch.bool:
-            return int(got)
-    if isinstance(got, int) and not isinstance(got, bool):
-        return got
-    shown = dtype_name(got) if isinstance(got, Tensor) else type(got).__name__
-    if isinstance(got, Tensor) and got.numel() != 1:
-        shown = tr(lang, f"un tensor de forma {tuple(got.shape)}", f"a tensor of shape {tuple(got.shape)}")
-    elif isinstance(got, float) or (isinstance(got, Tensor) and got.is_floating_point()):
-        shown = tr(lang, f"un número con decimales ({shown})", f"a number with decimals ({shown})")
-    raise stop(HINTS(lang, "offset_type", got=shown))
-
-
-@checker
-def check_rope_offset(rope_offset: Callable[[AttentionCache], int], lang: str | None = None) -> Feedback:
-    """Check ``rope_offset(cache)``: the position RoPE turns the first new token to, for one layer's
-    preallocated :class:`~minitransformer.kv_cache.AttentionCache` (no padding).
-
-    The old exercise 4 of notebook 10, replaced by ``10.cached_step`` (its statement said the answer): no
-    longer an exercise of the notebook, with no worked solution, it still checks a saved copy's answer.
-
-    Caches of several lengths S and capacities C (B = 3, Hkv = 2, chosen so that every mistake gives
-    other numbers) are tried first, the empty one last.
-    """
-    batch, kv_heads = 3, 2
-    filled = [(5, 9), (7, 16), (12, 13)]  # (S, C)
-    got, expected = [], []
-    for stored, capacity in filled:
-        got.append(_offset_answer(lang, attempt(lang, rope_offset, _filled_cache(stored, capacity))))
-        expected.append(stored)
-    if got == expected:
-        try:
-            empty = _offset_answer(lang, attempt(lang, rope_offset, _filled_cache(0, 6)))
-        except Unfinished:
-            return HINTS(lang, "offset_empty")
-        if empty == 0:
-            return correct(
-                lang,
-                "Es el desplazamiento con el que `ModernTransformer` gira los tokens nuevos: las posiciones ya "
-                "guardadas.",
-                "It is the offset `ModernTransformer` turns the new tokens with: the positions already stored.",
-            )
-        got, expected = got + [empty], expected + [0]
-        filled = filled + [(0, 6)]
-    # EVERY_CASE: each mistake is a rule for the offset, and it must give every number returned
-    key = diagnose(got, _offset_mistakes(filled, batch, kv_heads), EVERY_CASE, same=operator.eq)
-    if key is not None:
-        return HINTS(lang, key)
-    return HINTS(lang, "offset_other", expected=_words(lang, expected), got=_words(lang, got))

@@ -1,38 +1,36 @@
-"""Checkers for notebook 11's exercises: decoding a stream of tokens, applying one merge, encoding a word
-with a list of merges.
+"""Checkers for notebook 11's exercises: decoding a stream of tokens, Unigram's most probable split (Viterbi),
+encoding a word with a list of merges.
 
 Each checker compares the student's answer with the package's own (:mod:`minitransformer.tokenizer`,
 computed before the student's code runs), on cases where the usual mistakes give different
 answers (characters of two, three and four bytes split across tokens, a token with the end of one
-character and the start of the next, invalid bytes, a pair that repeats inside a word, ``a a a``,
-merges whose order matters, ids of 256 and above, merges whose ids are not numbered in order,
-decomposed accents and capitals), and names the mistake without writing the code. The student's
-function gets copies of the lists (with ints of its own, so an ``is`` between ids says what it says
-in a real program), checked unchanged after the call; the package's tokenizer, ``tokenizers`` and
-``codecs``' incremental decoder, which the statements forbid, are switched off while it runs.
-The worked solutions are in the answer key :mod:`.solutions.nb11`; ``check_count_pairs``, the old
-exercise 1, stays for saved copies of the notebook.
+character and the start of the next, invalid bytes; a long improbable piece against shorter probable ones, two
+pieces against one, a text so long that a product of probabilities underflows; merges whose order matters, ids of
+256 and above, merges whose ids are not numbered in order, decomposed accents and capitals), and names the mistake
+without writing the code. The student's function gets copies of the lists and dictionaries (with ints of its own,
+so an ``is`` between ids says what it says in a real program), checked unchanged after the call; the package's
+tokenizer, ``tokenizers``, ``sentencepiece`` and ``codecs``' incremental decoder, which the statements forbid, are
+switched off while it runs. The worked solutions are in the answer key :mod:`.solutions.nb11`.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import numbers
 import operator
 import unicodedata
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from ..tokenizer import BYTE_ID, ByteBPE, count_pairs, merge, pretokenize, train_bpe
+from ..tokenizer import BYTE_ID, ByteBPE, merge, train_bpe, viterbi_split
 from ._core import (
     EVERY_CASE,
     Feedback,
     Hints,
     Unfinished,
     attempt,
-    checker,
     correct,
     diagnose,
     exercise,
@@ -44,8 +42,7 @@ from ._core import (
 __all__ = [
     "HINTS",
     "check_decode_stream",
-    "check_count_pairs",
-    "check_merge",
+    "check_viterbi",
     "check_encode",
 ]
 
@@ -175,77 +172,120 @@ HINTS = Hints(
             "{want} is expected): each character comes out with the token that brings its last byte, neither "
             "before nor after.",
         ),
-        "not_dict": (
-            "devuelve un diccionario {{(a, b): veces}}, no {got}.",
-            "return a dictionary {{(a, b): count}}, not {got}.",
+        "split_not_list": (
+            "devuelve una lista de trozos del texto (str), no {got}.",
+            "return a list of pieces of the text (str), not {got}.",
         ),
-        "bad_keys": (
-            "las claves del diccionario deben ser tuplas de dos ids, (izquierda, derecha); tienes la clave {bad!r}.",
-            "the dictionary's keys must be tuples of two ids, (left, right); you have the key {bad!r}.",
+        "with_score": (
+            "devuelves también la puntuación: {got}. Devuelve solo la lista de trozos.",
+            "you also return the score: {got}. Return only the list of pieces.",
         ),
-        "across_words": (
-            "cuentas también los pares que cruzan de una palabra a la siguiente: los pares se cuentan dentro de "
-            "cada palabra (con {words} sobra el par {extra}).",
-            "you also count the pairs that cross from one word to the next: pairs are counted inside each word "
-            "(with {words} the pair {extra} should not be there).",
+        "longest_first": (
+            "eliges cada vez el trozo más largo que empieza donde estás, como codifica WordPiece: con {text} "
+            "devuelves {got}, y la partición más probable es {want}. Un trozo largo y poco probable puede obligar a "
+            "usar después otros peores: compara particiones enteras, con la puntuación de todo lo anterior.",
+            "you take each time the longest piece that starts where you are, as WordPiece encodes: with {text} you "
+            "return {got}, and the most probable split is {want}. A long, improbable piece can force worse ones "
+            "after it: compare whole splits, with the score of everything before.",
         ),
-        "once_per_word": (
-            "cuentas cada par una vez por palabra: cuenta cada aparición (con {words} el par {pair} aparece {n} veces).",
-            "you count each pair once per word: count every occurrence (with {words} the pair {pair} occurs {n} times).",
+        "greedy_best": (
+            "eliges cada vez el trozo más probable que empieza donde estás: con {text} devuelves {got}, y la "
+            "partición más probable es {want}. La mejor elección de cada paso no da la mejor partición: guarda, para "
+            "cada posición i, la mejor puntuación de text[:i] y elige con ella.",
+            "you take each time the most probable piece that starts where you are: with {text} you return {got}, "
+            "and the most probable split is {want}. The best choice at each step does not give the best split: keep, "
+            "for each position i, the best score of text[:i] and choose with it.",
         ),
-        "no_overlap": (
-            "los pares se solapan: en {words} el par {pair} aparece {n} veces (cada posición con la siguiente), "
-            "aunque al fusionar luego solo quepan menos.",
-            "pairs overlap: in {words} the pair {pair} occurs {n} times (each position with the next one), even if "
-            "fewer fit when merging later.",
+        "minimises": (
+            "te quedas con la partición de suma menor: con {text} devuelves {got}. Los logaritmos de las "
+            "probabilidades son negativos, y la partición más probable es la de suma mayor, la más cercana a cero: "
+            "{want}.",
+            "you keep the split with the smallest sum: with {text} you return {got}. The logarithms of "
+            "probabilities are negative, and the most probable split is the one with the greatest sum, the closest "
+            "to zero: {want}.",
         ),
-        "set_to_one": (
-            "pones cada par a 1: suma 1 cada vez que aparece (con {words} el par {pair} aparece {n} veces).",
-            "you set each pair to 1: add 1 every time it occurs (with {words} the pair {pair} occurs {n} times).",
+        "adds_probs": (
+            "sumas probabilidades, las exp de log_prob: con {text} devuelves {got}, y la partición más probable es "
+            "{want}. La probabilidad de una partición es el producto de las de sus trozos, y el logaritmo de un "
+            "producto es la suma de los logaritmos: suma log_prob tal cual.",
+            "you add probabilities, the exp of log_prob: with {text} you return {got}, and the most probable split "
+            "is {want}. A split's probability is the product of its pieces', and the logarithm of a product is the "
+            "sum of the logarithms: add log_prob as it is.",
         ),
-        "last_word_wins": (
-            "el recuento de un par que aparece en varias palabras se suma, y el tuyo se queda con el de la última "
-            "(dict.update sustituye, no suma): con {words} el par {pair} aparece {n} veces.",
-            "the count of a pair that occurs in several words adds up, and yours keeps the last word's (dict.update "
-            "replaces, it does not add): with {words} the pair {pair} occurs {n} times.",
+        "fewest_pieces": (
+            "buscas la partición con menos trozos, sin mirar sus probabilidades: con {text} devuelves {got}, y la "
+            "más probable es {want}. Dos trozos probables pueden valer más que uno raro.",
+            "you look for the split with the fewest pieces, without looking at their probabilities: with {text} you "
+            "return {got}, and the most probable one is {want}. Two probable pieces can be worth more than a rare "
+            "one.",
         ),
-        "count_type": (
-            "cada recuento debe ser un número entero (int), y el del par {pair} es {got}: convierte cada valor con "
-            "int(...) antes de guardarlo.",
-            "each count must be an integer (int), and the one of the pair {pair} is {got}: turn each value into an "
-            "int(...) before storing it.",
+        "backtrack": (
+            "las puntuaciones de cada posición parecen bien, pero al volver desde el final eliges en cada paso el "
+            "trozo más probable que acaba ahí: con {text} devuelves {got}, y la partición más probable es {want}. "
+            "Guarda, para cada posición i, la j de la que vino su mejor puntuación, y sigue esas j hacia atrás.",
+            "the scores of each position look right, but on the way back from the end you take at each step the "
+            "most probable piece that ends there: with {text} you return {got}, and the most probable split is "
+            "{want}. Keep, for each position i, the j its best score came from, and follow those j back.",
         ),
-        "below_256": (
-            "aciertas con ids menores que 256 (los bytes), pero no con ids mayores, como los de los tokens que crean "
-            "las fusiones (con {case}): ¿guardas o comparas los ids con algo que solo admite 256 valores, como una "
-            "tabla de 256 o bytes(...)?",
-            "you are right with ids below 256 (the bytes), but not with larger ids, such as those of the tokens that "
-            "merges make (with {case}): do you store or compare the ids with something that only holds 256 values, "
-            "such as a table of 256 or bytes(...)?",
+        "split_reversed": (
+            "tus trozos van al revés: con {text} devuelves {got}. Al volver desde el final los encuentras del último "
+            "al primero; dales la vuelta: {want}.",
+            "your pieces are in reverse: with {text} you return {got}. Going back from the end you find them from "
+            "the last to the first; turn them round: {want}.",
+        ),
+        "unknown_zero": (
+            "con {text} usas {piece}, que no está en el vocabulario: ¿das log_prob 0, probabilidad 1, a los trozos "
+            "que faltan, con `log_prob.get(trozo, 0)`? Un trozo que no está no se puede usar: sáltalo.",
+            "with {text} you use {piece}, which is not in the vocabulary: do you give the missing pieces log_prob "
+            "0, probability 1, with `log_prob.get(piece, 0)`? A piece that is not there cannot be used: skip it.",
+        ),
+        "misses_end": (
+            "devuelves el texto entero como un solo trozo ({got} con {text}): ¿llega tu bucle a la última posición, "
+            "i = len(text)? Con range(1, len(text)) se queda a una, y la partición de todo el texto nunca se "
+            "calcula.",
+            "you return the whole text as one piece ({got} with {text}): does your loop reach the last position, "
+            "i = len(text)? With range(1, len(text)) it stops one short, and the split of the whole text is never "
+            "computed.",
+        ),
+        "short_pieces": (
+            "no pruebas los trozos largos: con {text}, la partición más probable, {want}, usa {piece}, de {n} "
+            "caracteres. Prueba cada trozo text[j:i] que esté en log_prob, sea cual sea su longitud.",
+            "you do not try long pieces: with {text}, the most probable split, {want}, uses {piece}, of {n} "
+            "characters. Try every piece text[j:i] that is in log_prob, whatever its length.",
+        ),
+        "product_underflow": (
+            "aciertas con los textos cortos y no con el largo, de {n} caracteres, cuya mejor partición tiene "
+            "probabilidad e^{score}. Si multiplicas probabilidades, el producto de tantas se queda en 0,0 (ningún "
+            "float es tan pequeño) y todas las particiones empatan: suma sus logaritmos, log_prob, en vez de "
+            "multiplicar probabilidades.",
+            "you are right on the short texts and not on the long one, of {n} characters, whose best split has "
+            "probability e^{score}. If you multiply probabilities, the product of so many becomes 0.0 (no float is "
+            "that small) and every split ties: add their logarithms, log_prob, instead of multiplying "
+            "probabilities.",
+        ),
+        "split_not_text": (
+            "juntos, tus trozos dan {joined}, y el texto es {text}: cada carácter del texto va en un trozo, una sola "
+            "vez y en orden.",
+            "joined, your pieces give {joined}, and the text is {text}: each character of the text goes into one "
+            "piece, once and in order.",
+        ),
+        "not_in_vocab": (
+            "con {text} usas el trozo {piece}, que no está en el vocabulario: solo valen las claves de log_prob.",
+            "with {text} you use the piece {piece}, which is not in the vocabulary: only the keys of log_prob will do.",
+        ),
+        "split_wrong": (
+            "con {text} devuelves {got}, de puntuación {got_score}, y {want} puntúa {want_score}: busca la partición "
+            "de suma de log_prob mayor.",
+            "with {text} you return {got}, scoring {got_score}, and {want} scores {want_score}: look for the split "
+            "with the greatest sum of log_prob.",
         ),
         "mutates": (
-            "tu función cambia la lista `{arg}` que recibe (antes {before}, después {after}): quien la llama la sigue "
-            "necesitando tal cual. Construye listas nuevas en vez de modificar la que recibes (con pop, remove o "
-            "asignando en ella).",
-            "your function changes the list `{arg}` it is given (before {before}, after {after}): the caller still "
-            "needs it as it was. Build new lists instead of changing (pop, remove, assigning into) the one you "
-            "are given.",
-        ),
-        "reversed": (
-            "tus pares están al revés: la clave es (izquierda, derecha), en el orden del texto.",
-            "your pairs are reversed: the key is (left, right), in the text's order.",
-        ),
-        "last_pair": (
-            "te falta el último par de cada palabra: una palabra de n ids tiene n − 1 pares.",
-            "the last pair of each word is missing: a word of n ids has n − 1 pairs.",
-        ),
-        "single_ids": (
-            "cuentas ids sueltos: cuenta pares de ids vecinos, (ids[i], ids[i + 1]).",
-            "you count single ids: count pairs of neighbouring ids, (ids[i], ids[i + 1]).",
-        ),
-        "counts": (
-            "con las palabras {words} tu recuento es {got}: revisa qué pares cuentas y cuántas veces.",
-            "with the words {words} your count is {got}: check which pairs you count and how many times.",
+            "tu función cambia `{arg}`, que recibe (antes {before}, después {after}): quien la llama lo sigue "
+            "necesitando tal cual. No lo modifiques con pop, remove o asignando en él: construye listas o "
+            "diccionarios nuevos.",
+            "your function changes `{arg}`, which it is given (before {before}, after {after}): the caller still "
+            "needs it as it was. Do not change it with pop, remove or by assigning into it: build new lists or "
+            "dictionaries.",
         ),
         "not_list": (
             "devuelve una lista de ids (enteros), no {got}.",
@@ -254,54 +294,6 @@ HINTS = Hints(
         "strings": (
             "devuelves textos ({item_es}): el tokenizador devuelve ids, números enteros.",
             "you return texts ({item_en}): the tokenizer returns ids, integers.",
-        ),
-        "first_only": (
-            "solo fusionas la primera aparición del par: fusiona todas (con {ids} y el par {pair}).",
-            "you merge only the first occurrence of the pair: merge all of them (with {ids} and the pair {pair}).",
-        ),
-        "right_to_left": (
-            "fusionas de derecha a izquierda: cuando dos apariciones se solapan ({ids} con el par {pair}), gana la "
-            "de la izquierda.",
-            "you merge from right to left: when two occurrences overlap ({ids} with the pair {pair}), the left one "
-            "wins.",
-        ),
-        "no_skip": (
-            "tras fusionar un par, salta los dos ids que acabas de juntar: el segundo ya forma parte del token "
-            "nuevo (con {ids} y el par {pair}).",
-            "after merging a pair, skip both ids you have just joined: the second one is already part of the new "
-            "token (with {ids} and the pair {pair}).",
-        ),
-        "drops_last": (
-            "pierdes el último id cuando no forma parte del par: recorre la lista hasta el final (con {ids}).",
-            "you lose the last id when it is not part of the pair: go through the list to the end (with {ids}).",
-        ),
-        "both_orders": (
-            "fusionas también el par al revés: solo se fusiona {pair}, con ese orden (con {ids}).",
-            "you also merge the pair the other way round: only {pair} is merged, in that order (with {ids}).",
-        ),
-        "as_text": (
-            "comparas los ids escritos como texto, y el texto del par aparece también dentro de otros números "
-            "(con {ids} y el par {pair}): compara los ids como números, de dos en dos.",
-            "you compare the ids written as text, and the pair's text also appears inside other numbers (with "
-            "{ids} and the pair {pair}): compare the ids as numbers, two at a time.",
-        ),
-        "new_id": (
-            "el token nuevo debe tener el id que recibes, new_id = {new_id}.",
-            "the new token must have the id you are given, new_id = {new_id}.",
-        ),
-        "identity": (
-            "comparas los ids con `is`, que pregunta si son el mismo objeto, no el mismo número: Python guarda una "
-            "sola copia de los enteros pequeños (hasta 256), así que funciona con bytes y falla con ids como los "
-            "de {pair} (con {ids}). Compara números con ==.",
-            "you compare the ids with `is`, which asks whether they are the same object, not the same number: Python "
-            "keeps a single copy of small integers (up to 256), so it works with bytes and fails with ids such as "
-            "those of {pair} (with {ids}). Compare numbers with ==.",
-        ),
-        "merge_wrong": (
-            "con {ids}, el par {pair} y new_id = {new_id} devuelves {got}: cada aparición del par, de izquierda a "
-            "derecha, se convierte en new_id y el resto queda igual.",
-            "with {ids}, the pair {pair} and new_id = {new_id} you return {got}: each occurrence of the pair, from "
-            "left to right, becomes new_id and the rest stays as it is.",
         ),
         "code_points": (
             "partes de los puntos de código (ord) de cada carácter: el tokenizador parte de los bytes UTF-8 "
@@ -392,23 +384,6 @@ def _ids(lang: str, got: Any) -> Ids:
     return list(got)
 
 
-def _counts(lang: str, got: Any) -> dict[tuple[int, int], int]:
-    """The student's counts without zero entries, or a stop naming what is wrong."""
-    if not isinstance(got, Mapping):
-        raise stop(HINTS(lang, "not_dict", got=type_name(got)))
-    if got and all(isinstance(k, int) for k in got):
-        raise stop(HINTS(lang, "single_ids"))
-    out = {}
-    for key, value in got.items():
-        if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, int) for k in key)):
-            raise stop(HINTS(lang, "bad_keys", bad=key))
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # a tensor, a float, ...
-            raise stop(HINTS(lang, "count_type", pair=key, got=_short(value, 40)))
-        if value != 0:
-            out[key] = int(value)
-    return out
-
-
 # What the statements forbid: the package's tokenizer and Hugging Face's tokenizers (where installed).
 _PACKAGE_TOOLS = (
     ("minitransformer.tokenizer.count_pairs", "count_pairs"),
@@ -431,9 +406,11 @@ def _tools() -> tuple[tuple[str, str], ...]:
 
 
 def _fresh(x: Any) -> Any:
-    """``x`` (ints in lists and tuples) rebuilt with ints of its own: an id above 256 is then a new object,
+    """``x`` (ints in lists, tuples and dicts) rebuilt with ints of its own: an id above 256 is then a new object,
     as the ids a program computes are, and ``a is b`` between two equal ones is False (CPython keeps one
     copy of each int up to 256 only)."""
+    if isinstance(x, dict):
+        return {k: _fresh(v) for k, v in x.items()}
     if isinstance(x, bool) or not isinstance(x, (int, list, tuple)):
         return x
     if isinstance(x, int):
@@ -454,23 +431,16 @@ def _call(lang: str, fn: Callable[..., Any], args: dict[str, Any], why: tuple[st
     return got
 
 
-def _big(ids: Any) -> bool:
-    """Whether ids (nested in lists and tuples) hold one of 256 or more: one no byte has."""
-    if isinstance(ids, int):
-        return ids >= 256
-    return isinstance(ids, (list, tuple)) and any(_big(i) for i in ids)
-
-
 def _answers(
     cases: list[Any],
     answer: Callable[[Any], Any],
     right: Callable[[Any], Any],
-    below_256: Callable[[Any], Feedback] | None = None,
+    on_crash: Callable[[Any], Feedback | None] | None = None,
 ) -> list[Any]:
     """The student's answer to each case, in order. If a case raises (or returns something that is not an
     answer) after an earlier answer was already wrong, the answers so far: a mistake is named from the cases
     the answer reached; otherwise that case's feedback. A forbidden tool or a changed list stops at once. A
-    crash on the first case with an id of 256 or more, every earlier case right, is ``below_256(case)``."""
+    crash on a case, every earlier case right, is ``on_crash(case)`` where that names the mistake (not None)."""
     out: list[Any] = []
     for case in cases:
         try:
@@ -480,18 +450,11 @@ def _answers(
                 raise
             if any(got != right(c) for c, got in zip(cases, out)):
                 break
-            if below_256 is not None and early.feedback.hint == "crashed" and _big(case):
-                raise stop(below_256(case)) from None
+            named = on_crash(case) if on_crash is not None and early.feedback.hint == "crashed" else None
+            if named is not None:
+                raise stop(named) from None
             raise
     return out
-
-
-def _only_bytes(cases: list[Any], answers: list[Any], right: Callable[[Any], Any]) -> bool:
-    """Every case without ids of 256 or more right, and some case with one wrong."""
-    pairs = list(zip(cases, answers))
-    return all(got == right(c) for c, got in pairs if not _big(c)) and any(
-        got != right(c) for c, got in pairs if _big(c)
-    )
 
 
 def _named(answers: list[Any], cases: list[Any], mistakes: list[tuple[Callable[..., Any], str]]) -> tuple | None:
@@ -748,249 +711,283 @@ def check_decode_stream(fn: Callable[[list[bytes]], Any], lang: str | None = Non
     raise stop(HINTS(lang, "stream_timing", **where))
 
 
-# ---- the old exercise 1, 11.count_pairs: kept for saved copies of the notebook ------------------
+# ---- 11.viterbi ----------------------------------------------------------------------------------
+
+Split = list[str]
+LogProb = dict[str, float]
+
+# A long text, as SentencePiece reads one (the space is «▁», one character more): its best split has so many
+# pieces that the product of their probabilities is far below the smallest float.
+_LONG_TEXT = "▁" + (
+    "Los modelos abiertos de hoy siguen siendo el decodificador del cuaderno 09, pero cambian cuatro piezas: las "
+    "posiciones rotatorias, la RMSNorm, la red SwiGLU y la atención de consultas agrupadas. Cada cambio se mide con "
+    "una ablación honesta, con varias semillas, y el coste de la atención crece con el cuadrado de la longitud."
+).replace(" ", "▁")
+_LONG_PIECES = (
+    "▁el ▁la ▁de ▁que ▁en ▁los ▁las ción mente ▁un ▁una ar er os as es en an on or ra re ta te to do da de la lo "
+    "▁con ▁por ▁modelo ▁atención ▁cambi ▁siguen ▁siendo ▁cuaderno ado ido ▁pero ia io ie ▁a ▁s ▁c ▁p ▁m ▁d ▁t ndo "
+    "nte st tr in co ▁coste ▁crece ▁cada ▁red ▁cuatro ▁piezas ▁varias ▁semillas ▁longitud ▁cuadrado"
+).split()
 
 
-def _words(text: str) -> list[Ids]:
-    return [[BYTE_ID[b] for b in piece.encode("utf-8")] for piece in pretokenize(text)]
+def _piece_log_prob(piece: str) -> float:
+    """A made-up, fixed log probability: longer pieces are rarer, and no two splits of a case score the same."""
+    return -round(3.2 + 1.05 * len(piece) + (sum(map(ord, piece)) % 23) * 0.071, 3)
 
 
-def _count_cases() -> list[list[Ids]]:
-    return [
-        [[1, 2, 3], [2, 3, 4, 2]],  # (3, 2) and (4, 2)... only inside words
-        [[5, 5, 5, 5], [6, 5, 5]],  # overlapping (5, 5)
-        [[7], [], [8, 9], [9, 8]],
-        [[5, 6], [5, 5, 5]],  # a pair in two words: the counts add up
-        _words("el año, el niño y el ñandú"),  # real bytes: ñ is two
-        # the ids of merged tokens, after every case of bytes: 256 (the first new one), 257 and more
-        [[256, 300, 256, 300], [257, 1, 257, 1, 257]],
-        [[1000, 1000, 1000], [300, 1000], [256]],
-    ]
+def _char_log_prob(ch: str) -> float:
+    return -round(7.6 + (ord(ch) % 19) * 0.137, 3)
 
 
-def _once_per_word(words: list[Ids]) -> dict:
-    return dict(Counter(p for ids in words for p in set(zip(ids, ids[1:]))))
+def _vocabulary(text: str, pieces: dict[str, float] | list[str]) -> LogProb:
+    """Every character of ``text`` (so that some split always exists) and the ``pieces``."""
+    log_prob = {ch: _char_log_prob(ch) for ch in sorted(set(text))}
+    log_prob.update(pieces if isinstance(pieces, dict) else {p: _piece_log_prob(p) for p in pieces})
+    return log_prob
 
 
-def _non_overlapping(words: list[Ids]) -> dict:
-    counts: Counter = Counter()
-    for ids in words:
-        i = 0
-        while i + 1 < len(ids):
-            counts[(ids[i], ids[i + 1])] += 1
-            i += 2 if ids[i] == ids[i + 1] else 1  # a run a a a counted as a merge would take it
-    return dict(counts)
-
-
-def _last_word_wins(words: list[Ids]) -> dict:
-    """``counts.update(Counter(pairs of one word))``, word after word: replaces instead of adding."""
-    counts: dict = {}
-    for ids in words:
-        counts.update(Counter(zip(ids, ids[1:])))
-    return counts
-
-
-def _present(words: list[Ids]) -> dict:
-    """Every pair set to 1 (``counts[pair] = 1``)."""
-    return dict.fromkeys(count_pairs(words), 1)
-
-
-_COUNT_MISTAKES: list[tuple[Callable[[list[Ids]], dict], str]] = [
-    (lambda words: dict(count_pairs([[i for w in words for i in w]])), "across_words"),
-    (_once_per_word, "once_per_word"),
-    (_non_overlapping, "no_overlap"),
-    (_present, "set_to_one"),
-    (_last_word_wins, "last_word_wins"),
-    (lambda words: {(b, a): n for (a, b), n in count_pairs(words).items()}, "reversed"),
-    (lambda words: dict(count_pairs([w[:-1] for w in words])), "last_pair"),
-]
-
-
-_COUNT_WHY = (
-    "cuenta tú los pares, sin `count_pairs` ni el resto del tokenizador del paquete, ni `tokenizers`.",
-    "count the pairs yourself, without the package's `count_pairs` or the rest of its tokenizer, or `tokenizers`.",
-)
-
-
-@checker
-def check_count_pairs(fn: Callable[[list[Ids]], Any], lang: str | None = None) -> Feedback:
-    """``fn(words)`` -> ``{(a, b): count}``: adjacent pairs inside each word (a list of ids).
-
-    The old exercise 1 of notebook 11, replaced by ``11.decode_stream`` (it retyped what the notebook shows): no
-    longer an exercise, with no worked solution, it still checks a saved copy's answer."""
-    cases = _count_cases()
-
-    def right(words: list[Ids]) -> dict:
-        return dict(count_pairs(words))
-
-    def below_256(words: list[Ids]) -> Feedback:
-        return HINTS(lang, "below_256", case=_short(words, 70))
-
-    answers = _answers(
-        cases, lambda words: _counts(lang, _call(lang, fn, {"words": words}, _COUNT_WHY)), right, below_256
+@functools.cache
+def _viterbi_cases() -> tuple[tuple[str, LogProb], ...]:
+    """Cases whose best split is one alone (by more than float noise), where each mistake below gives another one;
+    the long text last."""
+    unfortunately = "▁desafortunadamente"
+    return (
+        ("abc", {"a": -3.0, "b": -3.5, "c": -2.5, "ab": -4.0, "bc": -3.0, "abc": -9.5}),  # the statement's example
+        (
+            unfortunately,  # WordPiece's longest match gives desa·fortuna·da·mente; the best, des·afortunada·mente
+            _vocabulary(
+                unfortunately,
+                {
+                    "▁de": -4.1,
+                    "▁des": -6.2,
+                    "▁desa": -9.0,
+                    "sa": -6.9,
+                    "afortunada": -9.8,
+                    "afortunad": -10.6,
+                    "fortuna": -7.4,
+                    "da": -5.0,
+                    "mente": -5.3,
+                    "amente": -8.9,
+                    "ente": -6.4,
+                    "a": -4.4,
+                    "fort": -8.8,
+                },
+            ),
+        ),
+        ("ab", {"a": -2.0, "b": -2.5, "ab": -10.0}),  # two pieces beat one
+        (
+            "▁tokenizador",
+            _vocabulary("▁tokenizador", "▁to ▁tok ken ▁token iza izador dor ador za en ke ni ▁toke niza".split()),
+        ),
+        ("", {"a": -1.0}),
+        (_LONG_TEXT, _vocabulary(_LONG_TEXT, _LONG_PIECES)),
     )
-    if all(got == right(words) for words, got in zip(cases, answers)):
-        return correct(
-            lang,
-            "Con los recuentos de todo un corpus (cada palabra pesada por sus apariciones), el par más frecuente "
-            "es la siguiente fusión.",
-            "With the counts of a whole corpus (each word weighted by how often it occurs), the most frequent pair "
-            "is the next merge.",
+
+
+def _viterbi_by(
+    score: Callable[[float], float],
+    better: Callable[[float, float], bool],
+    start: float,
+    worst: float,
+    combine: Callable[[float, float], float] = operator.add,
+    longest: int | None = None,
+) -> Callable:
+    """A dynamic programme over the positions that scores a piece with ``score(log_prob)``, combines scores with
+    ``combine`` and keeps a candidate when ``better(candidate, best)``: the loop several mistakes below share."""
+
+    def run(text: str, log_prob: LogProb) -> Split | None:
+        n = len(text)
+        best, back = [start] + [worst] * n, [None] * (n + 1)
+        for i in range(1, n + 1):
+            for j in range(0 if longest is None else max(0, i - longest), i):
+                piece = text[j:i]
+                if piece in log_prob and (j == 0 or back[j] is not None):
+                    candidate = combine(best[j], score(log_prob[piece]))
+                    if better(candidate, best[i]):
+                        best[i], back[i] = candidate, j
+        pieces, i = [], n
+        while i > 0:
+            if back[i] is None:
+                return None  # the program would crash here: it explains no answer
+            pieces.append(text[back[i] : i])
+            i = back[i]
+        return pieces[::-1]
+
+    return run
+
+
+def _longest_first(text: str, log_prob: LogProb) -> Split:
+    """WordPiece's encoding: the longest piece that starts here, again and again."""
+    pieces, i = [], 0
+    while i < len(text):
+        j = max(j for j in range(i + 1, len(text) + 1) if text[i:j] in log_prob)
+        pieces.append(text[i:j])
+        i = j
+    return pieces
+
+
+def _greedy_best(text: str, log_prob: LogProb) -> Split:
+    """The most probable piece that starts here, again and again."""
+    pieces, i = [], 0
+    while i < len(text):
+        j = max((j for j in range(i + 1, len(text) + 1) if text[i:j] in log_prob), key=lambda j: log_prob[text[i:j]])
+        pieces.append(text[i:j])
+        i = j
+    return pieces
+
+
+def _backtracks_by_piece(text: str, log_prob: LogProb) -> Split:
+    """The scores right, the way back wrong: from the end, the most probable piece that ends here."""
+    best = [0.0] + [-math.inf] * len(text)
+    for i in range(1, len(text) + 1):
+        for j in range(i):
+            if text[j:i] in log_prob:
+                best[i] = max(best[i], best[j] + log_prob[text[j:i]])
+    pieces, i = [], len(text)
+    while i > 0:
+        j = max(
+            (j for j in range(i) if text[j:i] in log_prob and best[j] > -math.inf), key=lambda j: log_prob[text[j:i]]
         )
-    words, got = next((w, g) for w, g in zip(cases, answers) if g != right(w))
-    want, shown = right(words), _short(words, 70)
-    named = _named(answers, cases, _COUNT_MISTAKES)
-    if named is not None:
-        model, key = named
-        wrong = model(words)
-        pair = next(p for p in {**want, **wrong} if want.get(p, 0) != wrong.get(p, 0))
-        extra = next((p for p in wrong if p not in want), pair)
-        raise stop(HINTS(lang, key, words=shown, pair=pair, extra=extra, n=want.get(pair, 0)))
-    if _only_bytes(cases, answers, right):
-        raise stop(below_256(next(w for w, g in zip(cases, answers) if _big(w) and g != right(w))))
-    raise stop(HINTS(lang, "counts", words=shown, got=_short(got, 70)))
+        pieces.append(text[j:i])
+        i = j
+    return pieces[::-1]
 
 
-# ---- 11.merge ------------------------------------------------------------------------------------
+def _unknown_zero(text: str, log_prob: LogProb) -> Split:
+    """``log_prob.get(piece, 0)``: every piece that is not in the vocabulary has probability 1."""
+    best, back = [0.0] + [-math.inf] * len(text), [0] * (len(text) + 1)
+    for i in range(1, len(text) + 1):
+        for j in range(i):
+            if best[j] + log_prob.get(text[j:i], 0.0) > best[i]:
+                best[i], back[i] = best[j] + log_prob.get(text[j:i], 0.0), j
+    pieces, i = [], len(text)
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
 
 
-def _merge_cases() -> list[tuple[Ids, tuple[int, int], int]]:
-    word = _words(" año, ñu y ñandú")
-    flat = [i for w in word for i in w]
-    n_tilde = (BYTE_ID[0xC3], BYTE_ID[0xB1])  # the two bytes of ñ
-    return [
-        ([1, 2, 3, 1, 2, 7], (1, 2), 9),
-        ([5, 5, 5], (5, 5), 9),
-        ([2, 1, 2, 1, 4], (1, 2), 99),
-        ([5, 5, 5, 5, 6], (5, 5), 200),
-        ([3], (3, 4), 9),
-        ([], (3, 4), 9),
-        ([11, 2, 1, 21, 2, 1, 2], (1, 2), 99),  # «1 2» written as text is also inside «11 2» and «21 2»
-        # the ids of merged tokens, after every case of bytes: 256 (the first new one; CPython keeps one copy
-        # of it, so `is` still works), then 257 and more, which are not consecutive
-        (flat, n_tilde, 256),
-        ([256, 5, 256, 256, 5, 7], (256, 5), 257),
-        ([300, 257, 300, 257, 257, 300, 9], (257, 300), 1000),
-        ([258, 258, 258, 9, 258], (258, 258), 700),
-    ]
+def _right_split(text: str, log_prob: LogProb) -> Split:
+    return viterbi_split(text, log_prob)
 
 
-def _first_only(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    for i in range(len(ids) - 1):
-        if (ids[i], ids[i + 1]) == pair:
-            return ids[:i] + [new] + ids[i + 2 :]
-    return list(ids)
-
-
-def _right_to_left(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    return merge(ids[::-1], pair[::-1], new)[::-1]
-
-
-def _no_skip(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    out = []
-    i = 0
-    while i < len(ids):
-        out.append(new if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair else ids[i])
-        i += 1
-    return out
-
-
-def _drops_last(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    """A loop that stops one id early: the last id is lost unless it ends a merged pair."""
-    out, i = [], 0
-    while i < len(ids) - 1:
-        if (ids[i], ids[i + 1]) == pair:
-            out.append(new)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def _both_orders(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (pair, pair[::-1]):
-            out.append(new)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def _as_text(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    """The ids written as text and the pair replaced as text: «1 2» also matches inside «11 2»."""
-    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new))
-    return [int(x) for x in text.split()]
-
-
-def _identity(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
-    """``ids[i] is pair[0]``: true for equal ints up to 256 only (CPython keeps one copy of each)."""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and all(x == y and -5 <= x <= 256 for x, y in zip(ids[i : i + 2], pair)):
-            out.append(new)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-_MERGE_MISTAKES: list[tuple[Callable[[Ids, tuple[int, int], int], Ids], str]] = [
-    (_first_only, "first_only"),
-    (_right_to_left, "right_to_left"),
-    (_no_skip, "no_skip"),
-    (_drops_last, "drops_last"),
-    (_both_orders, "both_orders"),
-    (_as_text, "as_text"),
-    (_identity, "identity"),
+_VITERBI_MISTAKES: list[tuple[Callable[[str, LogProb], Split | None], str]] = [
+    (_longest_first, "longest_first"),
+    (_greedy_best, "greedy_best"),
+    (_viterbi_by(lambda lp: lp, operator.lt, 0.0, math.inf), "minimises"),
+    (_viterbi_by(math.exp, operator.gt, 0.0, -math.inf), "adds_probs"),
+    (_viterbi_by(lambda lp: -1.0, operator.gt, 0.0, -math.inf), "fewest_pieces"),
+    (_backtracks_by_piece, "backtrack"),
+    (lambda text, log_prob: _right_split(text, log_prob)[::-1], "split_reversed"),
+    (_unknown_zero, "unknown_zero"),
+    (lambda text, log_prob: [text] if text else [], "misses_end"),  # best[len(text)] never computed: back[n] is 0
+    *((_viterbi_by(lambda lp: lp, operator.gt, 0.0, -math.inf, longest=k), "short_pieces") for k in range(2, 10)),
+    # probabilities multiplied: right until the product underflows to 0.0, then every split ties
+    (_viterbi_by(math.exp, operator.gt, 1.0, -1.0, operator.mul), "product_underflow"),
+    (_viterbi_by(math.exp, operator.ge, 1.0, 0.0, operator.mul), "product_underflow"),
 ]
 
-_MERGE_WHY = (
-    "escribe tú la fusión, sin `merge` ni el resto del tokenizador del paquete, ni `tokenizers`.",
-    "write the merge yourself, without the package's `merge` or the rest of its tokenizer, or `tokenizers`.",
+# What the statement forbids: the package's split and the libraries that encode with Unigram.
+_VITERBI_TOOLS = (
+    ("minitransformer.tokenizer.viterbi_split", "viterbi_split"),
+    ("tokenizers.models.Unigram", "tokenizers"),
+    ("sentencepiece.SentencePieceProcessor", "sentencepiece"),
+)
+
+_VITERBI_WHY = (
+    "escribe tú la programación dinámica, sin `viterbi_split` del paquete ni el modelo Unigram de `tokenizers` o "
+    "de `sentencepiece`.",
+    "write the dynamic programme yourself, without the package's `viterbi_split` or the Unigram model of "
+    "`tokenizers` or `sentencepiece`.",
 )
 
 
-@exercise("11.merge")
-def check_merge(fn: Callable[[Ids, tuple[int, int], int], Any], lang: str | None = None) -> Feedback:
-    """``fn(ids, pair, new_id)`` -> ``ids`` with every occurrence of ``pair``, from left to right,
-    replaced by ``new_id``."""
-    cases = _merge_cases()
+def _viterbi_tools() -> tuple[tuple[str, str], ...]:
+    return _tools() + tuple(
+        (path, name) for path, name in _VITERBI_TOOLS if importlib.util.find_spec(path.split(".")[0]) is not None
+    )
 
-    def below_256(case: tuple[Ids, tuple[int, int], int]) -> Feedback:
-        return HINTS(lang, "below_256", case=f"{_short(case[0], 50)}, {case[1]}, {case[2]}")
 
-    def answer(case: tuple[Ids, tuple[int, int], int]) -> Ids:
-        return _ids(lang, _call(lang, fn, dict(zip(("ids", "pair", "new_id"), case)), _MERGE_WHY))
+def _split(lang: str, got: Any) -> Split:
+    """The student's answer as a list of str, or a stop naming what it is instead."""
+    if (
+        isinstance(got, (list, tuple))
+        and len(got) == 2
+        and isinstance(got[0], (list, tuple))
+        and isinstance(got[1], numbers.Real)
+    ):
+        raise stop(HINTS(lang, "with_score", got=_short(got, 60)))
+    if not isinstance(got, (list, tuple)):
+        raise stop(HINTS(lang, "split_not_list", got=type_name(got)))
+    for item in got:
+        if not isinstance(item, str):
+            raise stop(HINTS(lang, "split_not_list", got=f"{type_name(got)} ({type_name(item)})"))
+    return list(got)
 
-    answers = _answers(cases, answer, lambda c: merge(*c), below_256)
-    if all(got == merge(*case) for case, got in zip(cases, answers)):
+
+def _score(pieces: Split, log_prob: LogProb) -> float:
+    return math.fsum(log_prob[p] for p in pieces)
+
+
+def _shown_text(lang: str, text: str) -> str:
+    return _quoted(lang, text if len(text) <= 40 else text[:39] + "…")
+
+
+@exercise("11.viterbi")
+def check_viterbi(fn: Callable[[str, LogProb], Any], lang: str | None = None) -> Feedback:
+    """``fn(text, log_prob)`` -> the pieces (keys of ``log_prob``) that join to ``text`` with the greatest sum of
+    ``log_prob``: Unigram's most probable split. The reference is the package's ``viterbi_split``."""
+    cases = _viterbi_cases()
+    long_case = cases[-1]
+
+    def answer(case: tuple[str, LogProb]) -> Split:
+        args = {"text": case[0], "log_prob": case[1]}
+        return _split(lang, _call(lang, fn, args, _VITERBI_WHY, _viterbi_tools()))
+
+    def underflow(case: tuple[str, LogProb]) -> Feedback | None:  # crashed on the long text alone
+        return _underflow_hint(lang) if case is long_case else None
+
+    answers = _answers(list(cases), answer, lambda c: _right_split(*c), underflow)
+    if all(got == _right_split(*case) for case, got in zip(cases, answers)):
         return correct(
             lang,
-            "Entrenar BPE es repetir esto con el par más frecuente, y codificar, repetirlo con las fusiones "
-            "aprendidas.",
-            "Training BPE is repeating this with the most frequent pair, and encoding is repeating it with the "
-            "learned merges.",
+            "Así codifica Unigram (SentencePiece, T5): con «▁desafortunadamente», ▁des · afortunada · mente, "
+            "donde el trozo más largo primero, como hace WordPiece, daba ▁desa · fortuna · da · mente.",
+            "This is how Unigram encodes (SentencePiece, T5): with “▁desafortunadamente”, ▁des · afortunada · "
+            "mente, where the longest piece first, as WordPiece does, gave ▁desa · fortuna · da · mente.",
         )
-    (ids, pair, new), got = next((c, g) for c, g in zip(cases, answers) if g != merge(*c))
-    where = dict(ids=_short(ids, 60), pair=pair, new_id=new)
-    named = _named(answers, cases, _MERGE_MISTAKES)
+    (text, log_prob), got = next((c, g) for c, g in zip(cases, answers) if g != _right_split(*c))
+    want = _right_split(text, log_prob)
+    where = dict(text=_shown_text(lang, text), got=_short(got, 70), want=_short(want, 70))
+    named = _named(answers, list(cases), _VITERBI_MISTAKES)
+    if named is not None and named[1] == "product_underflow":
+        raise stop(_underflow_hint(lang))
+    if named is not None and named[1] == "short_pieces":
+        piece = max(want, key=len)
+        raise stop(HINTS(lang, "short_pieces", piece=_quoted(lang, piece), n=len(piece), **where))
+    unknown = next((p for p in got if p not in log_prob), None)
     if named is not None:
-        raise stop(HINTS(lang, named[1], **where))
+        raise stop(HINTS(lang, named[1], piece=_quoted(lang, str(unknown)), **where))
+    if text == long_case[0] and all(g == _right_split(*c) for c, g in zip(cases[:-1], answers)):
+        raise stop(_underflow_hint(lang))  # wrong on the long text alone
+    if "".join(got) != text:
+        raise stop(HINTS(lang, "split_not_text", joined=_shown_text(lang, "".join(got)), **where))
+    if unknown is not None:
+        raise stop(HINTS(lang, "not_in_vocab", piece=_quoted(lang, unknown), **where))
+    raise stop(
+        HINTS(
+            lang,
+            "split_wrong",
+            got_score=round(_score(got, log_prob), 3),
+            want_score=round(_score(want, log_prob), 3),
+            **where,
+        )
+    )
 
-    def other_id(case: tuple[Ids, tuple[int, int], int], got: Ids) -> bool:  # right, but for the new token's id
-        want = merge(*case)
-        return len(got) == len(want) and all(g == w for g, w in zip(got, want) if w != case[2])
 
-    if all(other_id(case, got) for case, got in zip(cases, answers)):
-        raise stop(HINTS(lang, "new_id", **where))
-    if _only_bytes(cases, answers, lambda c: merge(*c)):
-        raise stop(below_256(next(c for c, g in zip(cases, answers) if _big(c) and g != merge(*c))))
-    raise stop(HINTS(lang, "merge_wrong", got=_short(got, 60), **where))
+def _underflow_hint(lang: str) -> Feedback:
+    text, log_prob = _viterbi_cases()[-1]
+    return HINTS(lang, "product_underflow", n=len(text), score=round(_score(_right_split(text, log_prob), log_prob)))
 
 
 # ---- 11.encode -----------------------------------------------------------------------------------
@@ -1004,6 +1001,31 @@ def _apply(ids: Ids, merges: Merges, step: Callable[[Ids, tuple[int, int], int],
     for pair, new in merges:
         ids = step(ids, pair, new)
     return ids
+
+
+# the wrong ways to merge one pair, applied merge after merge by the encode mistakes below
+def _first_only(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [new] + ids[i + 2 :]
+    return list(ids)
+
+
+def _right_to_left(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    return merge(ids[::-1], pair[::-1], new)[::-1]
+
+
+def _identity(ids: Ids, pair: tuple[int, int], new: int) -> Ids:
+    """``ids[i] is pair[0]``: true for equal ints up to 256 only (CPython keeps one copy of each)."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and all(x == y and -5 <= x <= 256 for x, y in zip(ids[i : i + 2], pair)):
+            out.append(new)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
 
 
 def _encode_cases() -> list[tuple[str, Merges]]:
@@ -1079,10 +1101,10 @@ _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
 ]
 
 _ENCODE_WHY = (
-    "aplica tú las fusiones, sin el tokenizador del paquete (`merge`, `train_bpe`, `ByteBPE`) ni `tokenizers`; tu "
-    "`my_merge` sí vale.",
+    "aplica tú las fusiones, sin el tokenizador del paquete (`merge`, `train_bpe`, `ByteBPE`) ni `tokenizers`; "
+    "`merge_by_hand`, de la sección 3, sí vale.",
     "apply the merges yourself, without the package's tokenizer (`merge`, `train_bpe`, `ByteBPE`) or "
-    "`tokenizers`; your own `my_merge` is fine.",
+    "`tokenizers`; section 3's `merge_by_hand` is fine.",
 )
 
 

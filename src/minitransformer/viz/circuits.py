@@ -13,7 +13,7 @@ from ..i18n import tr
 from .attention import heatmap
 from .style import localise, to_numpy
 
-__all__ = ["plot_phase_change", "plot_loss_by_position", "plot_head_patterns"]
+__all__ = ["plot_phase_change", "plot_loss_by_position", "plot_head_patterns", "plot_circuits"]
 
 
 def plot_phase_change(
@@ -24,9 +24,11 @@ def plot_phase_change(
     lang: str = "es",
     onset: int | None = None,
     halfway: int | None = None,
+    in_context: Sequence[float] | None = None,
 ) -> Figure:
-    """The copy loss against training steps (top) and every head's induction score (solid) and previous-token
-    score (dashed) on the same steps (bottom); ``onset`` and ``halfway`` are marked on both panels.
+    """The copy loss against training steps (top), with ``in_context`` the in-context learning score (late minus
+    early loss) in a panel below it, and every head's induction score (solid) and previous-token score (dashed) on
+    the same steps (bottom); ``onset`` and ``halfway`` are marked on every panel.
 
     Args:
         steps: the recorded steps (R,).
@@ -39,7 +41,15 @@ def plot_phase_change(
     ind = np.stack([to_numpy(s) for s in induction])  # (R, L, H)
     prev = np.stack([to_numpy(s) for s in previous_token])  # (R, L, H)
     _, L, H = ind.shape
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.4), sharex=True, height_ratios=(1, 1.25))
+    if in_context is None:
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.4), sharex=True, height_ratios=(1, 1.25))
+        panels = [top, bottom]
+    else:
+        fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(9, 8.2), sharex=True, height_ratios=(1, 0.8, 1.25))
+        middle.plot(steps, in_context, marker="o", markersize=3, color="tab:purple")
+        middle.axhline(0, color="0.5", linewidth=1)
+        middle.set_ylabel(tr(lang, "aprendizaje en\ncontexto (nats)", "in-context\nlearning (nats)"))
+        panels = [top, middle, bottom]
     top.plot(steps, copy_loss, marker="o", markersize=3, color="black")
     top.set_ylabel(tr(lang, "pérdida de copia (nats)", "copy loss (nats)"))
     top.set_title(tr(lang, "El cambio de fase", "The phase change"))
@@ -72,9 +82,9 @@ def plot_phase_change(
     for step, style, label in marks:
         if step is None:
             continue
-        for ax in (top, bottom):
+        for ax in panels:
             ax.axvline(step, color="tab:red", linestyle=style, linewidth=1.5, label=label if ax is top else None)
-    for ax in (top, bottom):
+    for ax in panels:
         ax.grid(alpha=0.3)
     localise(fig, lang)
     # the legends after localise: a head's name "1.0" is not a number to rewrite
@@ -161,4 +171,45 @@ def plot_head_patterns(
     localise(fig, lang)
     for ax, title in zip(axes[0], titles):  # after localise: a head's name "1.0" is not a number to rewrite
         ax.set_title(title)
+    return fig
+
+
+def plot_circuits(
+    matrices: Sequence,
+    titles: Sequence[str],
+    lang: str = "es",
+    xlabel: str | Sequence[str] | None = None,
+    ylabel: str | None = None,
+) -> Figure:
+    """Square circuits read from the weights (a head's OV or QK circuit, V × V), side by side, each in a diverging
+    colour scale centred on zero and scaled to its own largest entry (the pattern, not the size, is compared).
+
+    Args:
+        matrices: one (V, V) matrix per panel.
+        titles: one title per panel, drawn as given (a head's name "1.0" keeps its point).
+        xlabel, ylabel: the axes' names (by default, an OV circuit's: the logit raised, the token attended to);
+            ``xlabel`` may give one per panel. The rows' name is written on the first panel only.
+    """
+    n = len(matrices)
+    xlabels = [xlabel] * n if xlabel is None or isinstance(xlabel, str) else list(xlabel)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n + 0.8, 4.2), squeeze=False)
+    for i, (ax, matrix) in enumerate(zip(axes[0], matrices)):
+        m = to_numpy(matrix)
+        scale = float(np.abs(m).max()) or 1.0
+        im = ax.imshow(m / scale, cmap="RdBu_r", vmin=-1, vmax=1)
+        ax.set_xlabel(xlabels[i] or tr(lang, "logit que sube", "logit raised"))
+        if i == 0:
+            ax.set_ylabel(ylabel or tr(lang, "token atendido", "token attended to"))
+        ticks = list(range(0, m.shape[0], 8))
+        ax.set_xticks(ticks)
+        ax.set_yticks(ticks)
+    fig.colorbar(
+        im,
+        ax=axes[0].tolist(),
+        shrink=0.85,
+        label=tr(lang, "entrada / la mayor en valor absoluto", "entry / largest in absolute value"),
+    )
+    localise(fig, lang)
+    for ax, title in zip(axes[0], titles):  # after localise: a head's name "1.0" is not a number to rewrite
+        ax.set_title(title, fontsize=11)
     return fig

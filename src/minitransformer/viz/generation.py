@@ -21,6 +21,7 @@ def plot_next_token(
     lang: str = "es",
     top: int = 12,
     title: str | None = None,
+    shade_kept: bool = False,
 ) -> Figure:
     """Bar charts of next-token distributions side by side, one panel per distribution, each
     drawn in front of the first one (in grey), so that what a knob moves or removes shows.
@@ -30,6 +31,8 @@ def plot_next_token(
             original: it orders the tokens (its ``top`` most likely are shown in every panel)
             and is drawn behind the others.
         tokens: the vocabulary's tokens, in id order.
+        shade_kept: in the panels after the first, shade the tokens shown that the distribution
+            keeps (probability above 0): the set a filter keeps.
     """
     items = [(label, to_numpy(p)) for label, p in distributions.items()]
     original = items[0][1]
@@ -44,6 +47,12 @@ def plot_next_token(
         if i:  # the original behind: a removed token keeps only its grey bar
             ax.bar(x, original[order], color="lightgray", label=items[0][0])
         removed = (p[order] == 0) & (original[order] > 0)
+        if i and shade_kept:
+            kept_shown = np.flatnonzero(p[order] > 0)
+            runs = np.split(kept_shown, np.flatnonzero(np.diff(kept_shown) > 1) + 1)
+            for run in runs:  # one band per run of neighbouring kept tokens, behind the bars
+                if run.size:
+                    ax.axvspan(run[0] - 0.5, run[-1] + 0.5, color="tab:green", alpha=0.12, lw=0, zorder=0)
         ax.bar(x, p[order], width=0.55 if i else 0.8, color="tab:blue", label=tr(lang, "después", "after"))
         ax.plot(x[removed], np.zeros(int(removed.sum())), "x", color="tab:red", ms=7, mew=2)  # removed: a red cross
         ax.set_xticks(x, [tokens[j] for j in order], rotation=60, ha="right", fontsize=10)
@@ -71,8 +80,11 @@ def plot_next_token(
     if n > 1:
         handles, labels = axes.flat[1].get_legend_handles_labels()
         cross = plt.Line2D([], [], color="tab:red", marker="x", ls="", ms=7, mew=2)
-        removed_label = tr(lang, "quitado por el filtro", "removed by the filter")
-        fig.legend([*handles, cross], [*labels, removed_label], loc="outside lower center", ncols=3, fontsize=11)
+        handles, labels = [*handles, cross], [*labels, tr(lang, "quitado por el filtro", "removed by the filter")]
+        if shade_kept:
+            handles.append(plt.Rectangle((0, 0), 1, 1, color="tab:green", alpha=0.12, lw=0))
+            labels.append(tr(lang, "lo que queda", "what is kept"))
+        fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=11)
     fig.suptitle(
         title if title is not None else tr(lang, "Distribución del siguiente token", "Next-token distribution")
     )

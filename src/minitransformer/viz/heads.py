@@ -4,7 +4,7 @@ The static matplotlib figures draw the maps anywhere (slides, PDF, GitHub). The 
 from the model's own forward pass (:func:`translator_attention`,
 ``Transformer.forward(..., return_attention=True)`` or ``Encoder.forward``): nothing here
 recomputes attention. bertviz's interactive views of the same maps, and their offline
-JavaScript, are :mod:`~minitransformer.viz.bertviz` (their old names here still work: :data:`MOVED`).
+JavaScript, are :mod:`~minitransformer.viz.bertviz`.
 
 Letters: L layers, B batch, H heads, T query (target) length, S key (source) length,
 Dh d_head.
@@ -24,9 +24,7 @@ from torch import Tensor, nn
 from ..analysis import stack_maps
 from ..i18n import error, tr
 from ..model import AttentionMaps
-from ..moved import moved_names
 from ..runtime import eval_mode
-from . import bertviz
 from .attention import heatmap
 from .style import localise, to_numpy
 
@@ -359,9 +357,3 @@ def plot_score_breakdown(
     if title:
         fig.suptitle(title, fontsize=14)
     return localise(fig, lang)
-
-
-# Names that lived here before bertviz's views got a module of their own: saved copies of
-# notebook 08 import them from here.
-MOVED = dict.fromkeys(bertviz.__all__, "viz.bertviz")
-__getattr__ = moved_names(__name__, MOVED)

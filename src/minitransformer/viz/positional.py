@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import patheffects
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..i18n import check_lang, tr
+from ..i18n import check_lang, error, tr
 from .attention import heatmap
 from .style import localise, to_numpy
 
@@ -17,6 +18,7 @@ __all__ = [
     "plot_encoding",
     "plot_encodings",
     "plot_waves",
+    "plot_encoding_at",
     "plot_similarity",
     "plot_similarities",
     "plot_rotation_matrix",
@@ -78,18 +80,22 @@ def plot_encodings(tables: Sequence, titles: Sequence[str], lang: str = "es", sh
     return localise(fig, lang)
 
 
-def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = None) -> Figure:
-    """Chosen columns of a positional table against the position: pe (T, D)."""
-    check_lang(lang)
-    table = to_numpy(pe)
+def _waves_on(ax: Axes, table: np.ndarray, dims: Sequence[int], lang: str) -> None:
     positions = np.arange(table.shape[0])
-    fig, ax = plt.subplots(figsize=(10.0, 4.6), layout="constrained")
     for d in dims:
         ax.plot(positions, table[:, d], lw=2.0, label=tr(lang, f"dimensión {d}", f"dimension {d}"))
     ax.set_xlabel(tr(lang, "posición", "position"))
     ax.set_ylabel(tr(lang, "valor", "value"))
     ax.set_ylim(-1.15, 1.15)
     ax.axhline(0.0, color="0.6", lw=0.8, zorder=0)
+
+
+def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = None) -> Figure:
+    """Chosen columns of a positional table against the position: pe (T, D)."""
+    check_lang(lang)
+    table = to_numpy(pe)
+    fig, ax = plt.subplots(figsize=(10.0, 4.6), layout="constrained")
+    _waves_on(ax, table, dims, lang)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.set_title(
         title
@@ -98,6 +104,63 @@ def plot_waves(pe, dims: Sequence[int], lang: str = "es", title: str | None = No
             lang,
             "Cada dimensión es una onda de distinta frecuencia",
             "Each dimension is a wave of a different frequency",
+        )
+    )
+    return localise(fig, lang)
+
+
+def plot_encoding_at(pe, position: int, pair: int, lang: str = "es") -> Figure:
+    """One position and one frequency of a sinusoidal table pe (T, D), side by side: the table with the
+    position's row and the pair's two columns (2i, 2i+1) outlined, and the pair's waves with the position's
+    values marked. The frequency of pair i is read off the table's width: ω_i = 10000^(-2i/D)."""
+    check_lang(lang)
+    table = to_numpy(pe)
+    T, D = table.shape
+    if not (0 <= position < T and 0 <= pair < D // 2):
+        raise error(
+            f"la posición debe estar en [0, {T - 1}] y el par en [0, {D // 2 - 1}], no {position} y {pair}",
+            f"the position must lie in [0, {T - 1}] and the pair in [0, {D // 2 - 1}], got {position} and {pair}",
+        )
+    dims = [2 * pair, 2 * pair + 1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13.0, 5.0), width_ratios=[1.0, 1.15], layout="constrained")
+    im = _encoding_on(left, table, lang, tr(lang, "La tabla", "The table"), max(1.0, float(np.abs(table).max())))
+    fig.colorbar(im, ax=left, shrink=0.85)
+    halo = [patheffects.withStroke(linewidth=4.5, foreground="white")]  # visible on red and on blue
+    left.axhline(position, color="black", lw=2, path_effects=halo)
+    left.add_patch(
+        plt.Rectangle((dims[0] - 0.5, -0.5), 2, T, fill=False, edgecolor="black", linewidth=2, path_effects=halo)
+    )
+    _waves_on(right, table, dims, lang)
+    right.axvline(position, color="black", lw=1.2, ls="--")
+    for d, color in zip(dims, ("C0", "C1")):
+        value = float(table[position, d])
+        right.plot([position], [value], "o", color=color, ms=9, zorder=3)
+        right.annotate(
+            f"{value:.2f}",
+            (position, value),
+            xytext=(10, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=13,
+            color=color,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+            zorder=4,
+        )
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2, frameon=False)
+    omega = 10000 ** (-2 * pair / D)
+    wavelength = 2 * np.pi / omega
+    right.set_title(
+        tr(
+            lang,
+            f"Par {pair}: ω = {omega:.4g}, una vuelta cada {wavelength:.1f} posiciones",
+            f"Pair {pair}: ω = {omega:.4g}, one turn every {wavelength:.1f} positions",
+        )
+    )
+    fig.suptitle(
+        tr(
+            lang,
+            f"Posición {position}: sus valores en las dimensiones {dims[0]} y {dims[1]}",
+            f"Position {position}: its values in dimensions {dims[0]} and {dims[1]}",
         )
     )
     return localise(fig, lang)

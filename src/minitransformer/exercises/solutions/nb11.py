@@ -1,4 +1,4 @@
-"""The answer key of notebook 11, in notebook order: ``11.decode_stream``, ``11.merge``, ``11.encode``."""
+"""The answer key of notebook 11, in notebook order: ``11.decode_stream``, ``11.viterbi``, ``11.encode``."""
 
 from __future__ import annotations
 
@@ -38,24 +38,34 @@ def solution_my_decode_stream(token_bytes):
     return pieces
 
 
-@exercise("11.merge")
+@exercise("11.viterbi")
 @explain(
-    "Un índice recorre la lista de izquierda a derecha: donde empieza el par se escribe new_id y se saltan los dos "
-    "ids; en otro caso se copia el id y se avanza uno. Con `a a a` queda `new a`.",
-    "An index walks the list from left to right: where the pair starts, new_id is written and both ids are "
-    "skipped; otherwise the id is copied and the index moves by one. With `a a a` you get `new a`.",
+    "`best[i]` es la mejor puntuación de `text[:i]`: la partición de los i primeros caracteres acaba en un trozo "
+    "`text[j:i]` del vocabulario, y antes lleva la mejor partición de `text[:j]`, así que `best[i]` es el máximo de "
+    "`best[j] + log_prob[text[j:i]]`. `back[i]` recuerda de qué `j` vino, y la partición se lee desde el final "
+    "siguiendo esas `j`, al revés. Se suman logaritmos: multiplicar probabilidades se queda en 0,0 con un texto "
+    "largo.",
+    "`best[i]` is the best score of `text[:i]`: a split of the first i characters ends in a piece `text[j:i]` of "
+    "the vocabulary, and before it comes the best split of `text[:j]`, so `best[i]` is the greatest "
+    "`best[j] + log_prob[text[j:i]]`. `back[i]` remembers which `j` it came from, and the split is read from the "
+    "end following those `j`, backwards. Logarithms are added: multiplying probabilities becomes 0.0 on a long "
+    "text.",
 )
-def solution_my_merge(ids, pair, new_id):
-    """«Sustituye cada aparición de pair, de izquierda a derecha, por new_id.|Replace every occurrence of pair, from left to right, by new_id.»"""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
+def solution_my_viterbi(text, log_prob):
+    """«La partición más probable de text con el vocabulario de Unigram log_prob.|The most probable split of text under the Unigram vocabulary log_prob.»"""
+    n = len(text)
+    best = [0.0] + [float("-inf")] * n  # «best[i]: la mejor puntuación de text[:i]|best[i]: the best score of text[:i]»
+    back = [0] * (n + 1)  # «back[i]: dónde empieza el último trozo|back[i]: where the last piece starts»
+    for i in range(1, n + 1):
+        for j in range(i):
+            piece = text[j:i]
+            if piece in log_prob and best[j] + log_prob[piece] > best[i]:
+                best[i], back[i] = best[j] + log_prob[piece], j
+    pieces, i = [], n
+    while i > 0:  # «del final al principio|from the end to the start»
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
 
 
 @exercise("11.encode")

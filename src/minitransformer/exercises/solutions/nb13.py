@@ -1,5 +1,5 @@
 """The answer key of notebook 13, in notebook order:
-``13.previous_token_score``, ``13.induction_score``, ``13.ablate_head``.
+``13.ov_circuit``, ``13.induction_score``, ``13.ablate_head``.
 """
 
 from __future__ import annotations
@@ -10,20 +10,28 @@ from .._core import exercise
 from ..registry import explain
 
 
-@exercise("13.previous_token_score")
+@exercise("13.ov_circuit")
 @explain(
-    "La atención de la posición t a la t − 1 es `pattern[h, t, t - 1]`: las filas son quien mira y las columnas a "
-    "quién mira, así que esos valores forman la diagonal justo debajo de la principal, `diagonal(offset=-1)`, con "
-    "T − 1 valores por cabeza (t = 1 … T − 1: la posición 0 no tiene token anterior). Su media sobre las posiciones "
-    "es la puntuación de cada cabeza: 1 si siempre mira al token anterior.",
-    "The attention from position t to t − 1 is `pattern[h, t, t - 1]`: rows are who looks and columns whom it "
-    "looks at, so those values make the diagonal just below the main one, `diagonal(offset=-1)`, with T − 1 "
-    "values per head (t = 1 … T − 1: position 0 has no previous token). Their mean over the positions is each "
-    "head's score: 1 if it always looks at the previous token.",
+    "La fila s sigue el camino del token s cuando la cabeza lo atiende: su embedding `W_E[s]`, la ganancia γ de la "
+    "norma del bloque (RMSNorm multiplica cada dimensión por la suya; su 1/rms es un número positivo por posición "
+    "que no cambia qué logit sube más), las filas de la cabeza en `W_v` (lo que lee), sus columnas en `W_o` (lo "
+    "que escribe), la ganancia de la norma final y `W_U`. Con las filas como el token atendido, todo el camino es "
+    "un producto de matrices que empieza por `W_E` y acaba en `W_Uᵀ`.",
+    "Row s follows token s's path when the head attends to it: its embedding `W_E[s]`, the gain γ of the block's "
+    "norm (RMSNorm multiplies each dimension by its own; its 1/rms is a positive number per position that does not "
+    "change which logit rises most), the head's rows of `W_v` (what it reads), its columns of `W_o` (what it "
+    "writes), the final norm's gain and `W_U`. With rows as the token attended to, the whole path is a product of "
+    "matrices that starts with `W_E` and ends with `W_Uᵀ`.",
 )
-def solution_my_previous_token_score(pattern):
-    below = pattern.diagonal(offset=-1, dim1=-2, dim2=-1)  # (H, T-1): pattern[h, t, t - 1]
-    return below.mean(dim=-1)  # (H,): «media sobre t = 1 … T − 1|mean over t = 1 … T − 1»
+def solution_my_ov_circuit(model, layer, head):
+    block = model.blocks[layer]
+    Dh = block.attn.d_head
+    part = slice(head * Dh, (head + 1) * Dh)  # «la cabeza: D_h de las H · D_h|the head: D_h of the H · D_h»
+    with torch.no_grad():
+        x = model.token.weight * block.norm1.weight  # (V, D): «W_E ⊙ γ₁|W_E ⊙ γ₁»
+        z = x @ block.attn.W_v.weight[part].T  # (V, Dh): «lo que la cabeza lee|what the head reads»
+        out = z @ block.attn.W_o.weight[:, part].T  # (V, D): «lo que escribe|what it writes»
+        return (out * model.norm.weight) @ model.lm_head.weight.T  # (V, V)
 
 
 @exercise("13.induction_score")

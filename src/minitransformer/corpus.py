@@ -1,3 +1,0 @@
-"""Moved to :mod:`minitransformer.course.corpus`; this old name keeps saved notebooks importing."""
-
-from .course.corpus import *  # noqa: F403
