@@ -3,8 +3,6 @@ answers, and reject, without crashing, the wrong answers students write, naming 
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import math
 
 import numpy as np
@@ -16,22 +14,25 @@ from feedback_asserts import (
     bank,
 )
 
-from minitransformer import generation
+from minitransformer import compression, generation
 from minitransformer.exercises.compression import (
     _BPB_CASES,
-    _COND_CASES,
+    _NARROW_CASES,
     _SAMPLE_CASES,
     HINTS,
+    _narrow_mistakes,
     _reference,
     _sample_mistakes,
     _tiny_model,
     _variant,
     check_bits_per_byte,
-    check_conditional_bits,
+    check_narrow,
     check_sample,
 )
 from minitransformer.exercises.registry import exercises
 from minitransformer.exercises.solutions.nb12 import (
+    solution_bits_per_byte,
+    solution_narrow_interval,
     solution_sample,
 )
 from minitransformer.sampling import next_token_probs, sample_next_token, top_p_filter
@@ -41,7 +42,7 @@ LANGS = ["es", "en"]
 
 def test_the_exercises_are_registered_in_notebook_order():
     names = [n for n in exercises() if n.startswith("12.")]
-    assert names == ["12.bits_per_byte", "12.conditional_compression", "12.sample_with_cache"]
+    assert names == ["12.bits_per_byte", "12.interval_narrowing", "12.sample_with_cache"]
 
 
 # --- 12.bits_per_byte ------------------------------------------------------------------------------
@@ -106,66 +107,165 @@ def test_bits_per_byte_characters_hint_shows_the_counts_with_decimal_commas(lang
     assert ("1,25" if lang == "es" else "1.25") in fb.message and ("3,17" if lang == "es" else "3.17") in fb.message
 
 
-# --- 12.conditional_compression --------------------------------------------------------------------
-
-
-def cond_with_sizes(compress, context, held):
-    with_context, alone = compress(context + held), compress(context)
-    return torch.tensor(8.0) * (len(with_context) - len(alone)) / len(held)
+# Issue 46's findings on this checker: each answer below got through before (or got the wrong reply), in both
+# languages.
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_conditional_bits_accepts_other_right_answers(lang):
-    assert_correct(check_conditional_bits(cond_with_sizes, lang=lang), lang)
-    assert_correct(
-        check_conditional_bits(lambda c, x, y: 8 * (len(c(b"".join([x, y]))) - len(c(x))) / len(y), lang=lang), lang
-    )
+def test_bits_per_byte_names_rounding_to_three_decimals(lang):
+    """The statement writes its example to three decimals; rounding there is rounding (finding 6)."""
+    answer = lambda nats, n, text: round(solution_bits_per_byte(nats, n, text), 3)  # noqa: E731
+    assert_hint(check_bits_per_byte(answer, lang=lang), lang, "bpb_rounded", HINTS)
 
 
-def test_the_cases_use_three_compressors_and_a_text_whose_characters_are_not_its_bytes():
-    assert {name for _, name, _, _ in _COND_CASES} == {"gzip", "bz2", "xz"}
-    assert any(len(held.decode()) != len(held) for _, _, _, held in _COND_CASES)
-    for compress, *_ in _COND_CASES:  # deterministic: the same bytes every time
-        assert compress(b"abc" * 50) == compress(b"abc" * 50)
+@pytest.mark.parametrize("lang", LANGS)
+def test_bits_per_byte_switches_off_the_packages_own_function(lang):
+    """compression.bits_per_byte is the answer written out: off while the student's code runs (finding 7)."""
+
+    def borrowed(nats_per_token, n_tokens, text):
+        return compression.bits_per_byte(nats_per_token * n_tokens, len(text.encode()))
+
+    assert_hint(check_bits_per_byte(borrowed, lang=lang), lang, "forbidden", HINTS)
+    assert compression.bits_per_byte(math.log(2) * 8, 1) == pytest.approx(8)  # and back on afterwards
 
 
-def _extra(compress, context, held):
-    return len(compress(context + held)) - len(compress(context))
+@pytest.mark.parametrize("lang", LANGS)
+def test_bits_per_byte_is_not_fooled_by_a_table_of_the_statements_cases(lang):
+    """A lookup table of the three cases written in the checker is no answer: other cases are drawn (finding 7)."""
+    table = {(3.17, 11, "The cat sat on the mat, and then it slept."): 1.0}
+    table.update({case: solution_bits_per_byte(*case) for case in _BPB_CASES[:3]})
+    fb = check_bits_per_byte(lambda *case: table.get(case, 2.0), lang=lang)
+    assert not fb.ok and fb.hint == "bpb_other"
+    assert len(_BPB_CASES) > 3 and check_bits_per_byte(solution_bits_per_byte, lang=lang).message == (
+        check_bits_per_byte(solution_bits_per_byte, lang=lang).message
+    )  # the drawn cases are the same every run: the stored feedback does not change
 
 
-COND_MISTAKES = {
-    "no context": (lambda c, x, y: len(c(y)) * 8 / len(y), "cond_no_context"),
-    "held first": (lambda c, x, y: (len(c(y + x)) - len(c(x))) * 8 / len(y), "cond_order"),
-    "no subtraction": (lambda c, x, y: len(c(x + y)) * 8 / len(y), "cond_no_subtract"),
-    "whole rate": (lambda c, x, y: len(c(x + y)) * 8 / len(x + y), "cond_no_subtract"),
-    "subtracts held": (lambda c, x, y: (len(c(x + y)) - len(c(y))) * 8 / len(y), "cond_subtracts_held"),
-    "no times 8": (lambda c, x, y: _extra(c, x, y) / len(y), "cond_bits"),
-    "divides by 8": (lambda c, x, y: _extra(c, x, y) / 8 / len(y), "cond_bits"),
-    "whole length": (lambda c, x, y: _extra(c, x, y) * 8 / len(x + y), "cond_whole_length"),
-    "characters": (lambda c, x, y: _extra(c, x, y) * 8 / len(y.decode()), "cond_held_characters"),
-    "own gzip": (lambda c, x, y: _extra(gzip.compress, x, y) * 8 / len(y), "cond_own_compressor"),
-    "floor division": (lambda c, x, y: _extra(c, x, y) * 8 // len(y), "cond_rounded"),
-    "rounded": (lambda c, x, y: round(_extra(c, x, y) * 8 / len(y), 1), "cond_rounded"),
-    "decodes the texts": (lambda c, x, y: _extra(c, x.decode(), y.decode()) * 8 / len(y), "cond_str_bytes"),
-    "str + bytes": (lambda c, x, y: len(c(x + y.decode())) * 8 / len(y), "cond_str_bytes"),
-    "encodes bytes": (lambda c, x, y: _extra(c, x.encode(), y.encode()) * 8 / len(y), "cond_str_bytes"),
-    "something else": (lambda c, x, y: 3.0, "cond_other"),
+@pytest.mark.parametrize("lang", LANGS)
+def test_an_integer_too_large_for_a_float_is_named_with_pythons_words_quoted(lang):
+    """2 ** int(...) overflowed inside the checker and got the English fallback (finding 8)."""
+    fb = check_bits_per_byte(lambda nats, n, text: 2 ** int(nats * 1000), lang=lang)
+    assert_hint(fb, lang, "too_large", HINTS)
+    said = "int too large to convert to float"
+    assert (f"Python dice: «{said}»" if lang == "es" else f'Python says: "{said}"') in fb.message
+
+
+# --- 12.interval_narrowing -----------------------------------------------------------------------
+
+
+def narrow_with_names(low, high, start, stop, total):
+    """Another right answer: a width named, a list returned, numpy integers."""
+    size = np.int64(high) - np.int64(low) + 1
+    return [int(low + int(size) * start // total), int(low + int(size) * stop // total - 1)]
+
+
+def narrow_with_divmod(low, high, start, stop, total):
+    width = high - low + 1
+    first, _ = divmod(width * start, total)
+    last, _ = divmod(width * stop, total)
+    return low + first, low + last - 1
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_narrow_accepts_other_right_answers(lang):
+    for answer in (solution_narrow_interval, narrow_with_names, narrow_with_divmod):
+        assert_correct(check_narrow(answer, lang=lang), lang)
+
+
+def test_every_narrowing_mistake_shows_in_some_case_and_is_told_from_the_ones_before():
+    rights = [compression.narrow(*case) for case in _NARROW_CASES]
+    banks = [_narrow_mistakes(*case) for case in _NARROW_CASES]
+    for j, (key, _) in enumerate(banks[0]):
+        assert any(b[j][1] != r for b, r in zip(banks, rights)), key
+        earlier = [k for k, (other, _) in enumerate(banks[0][:j]) if other != key]
+        assert all(any(b[k][1] != b[j][1] for b in banks) for k in earlier), key
+
+
+def _width(low, high):
+    return high - low + 1
+
+
+NARROW_MISTAKES = {
+    "float division": (
+        lambda lo, hi, a, b, t: (int(lo + _width(lo, hi) * a / t), int(lo + _width(lo, hi) * b / t) - 1),
+        "narrow_float",
+    ),
+    "int of the share": (
+        lambda lo, hi, a, b, t: (lo + int(_width(lo, hi) * a / t), lo + int(_width(lo, hi) * b / t) - 1),
+        "narrow_float",
+    ),
+    "floats returned": (
+        lambda lo, hi, a, b, t: (lo + _width(lo, hi) * a / t, lo + _width(lo, hi) * b / t - 1),
+        "narrow_float",
+    ),
+    "round": (
+        lambda lo, hi, a, b, t: (lo + round(_width(lo, hi) * a / t), lo + round(_width(lo, hi) * b / t) - 1),
+        "narrow_round",
+    ),
+    "no low": (lambda lo, hi, a, b, t: (_width(lo, hi) * a // t, _width(lo, hi) * b // t - 1), "narrow_no_low"),
+    "width without + 1": (
+        lambda lo, hi, a, b, t: (lo + (hi - lo) * a // t, lo + (hi - lo) * b // t - 1),
+        "narrow_width",
+    ),
+    "no - 1": (lambda lo, hi, a, b, t: (lo + _width(lo, hi) * a // t, lo + _width(lo, hi) * b // t), "narrow_high_end"),
+    "low first": (lambda lo, hi, a, b, t: _low_first(lo, hi, a, b, t), "narrow_new_low"),
+    "width again after low": (lambda lo, hi, a, b, t: _width_again(lo, hi, a, b, t), "narrow_new_low"),
+    "high, low": (
+        lambda lo, hi, a, b, t: (lo + _width(lo, hi) * b // t - 1, lo + _width(lo, hi) * a // t),
+        "narrow_swapped",
+    ),
+    "start and stop swapped": (
+        lambda lo, hi, a, b, t: (lo + _width(lo, hi) * b // t, lo + _width(lo, hi) * a // t - 1),
+        "narrow_start_stop",
+    ),
+    "total shared out": (lambda lo, hi, a, b, t: (lo + a, lo + b - 1), "narrow_total"),
+    "high shared out": (lambda lo, hi, a, b, t: (lo + hi * a // t, lo + hi * b // t - 1), "narrow_total"),
+    "one number": (lambda lo, hi, a, b, t: lo + _width(lo, hi) * a // t, "narrow_pair"),
+    "three numbers": (lambda lo, hi, a, b, t: (lo, hi, t), "narrow_pair"),
+    "something else": (lambda lo, hi, a, b, t: (lo + 1, hi - 1), "narrow_other"),
+    "the package's own": (lambda lo, hi, a, b, t: compression.narrow(lo, hi, a, b, t), "forbidden"),
 }
 
 
+def _low_first(low, high, start, stop, total):
+    width = high - low + 1
+    low = low + width * start // total
+    high = low + width * stop // total - 1
+    return low, high
+
+
+def _width_again(low, high, start, stop, total):
+    low = low + (high - low + 1) * start // total
+    high = low + (high - low + 1) * stop // total - 1
+    return low, high
+
+
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,answer,hint", bank(check_conditional_bits, COND_MISTAKES))
-def test_conditional_bits_rejects_wrong_answers(check, answer, hint, lang):
+@pytest.mark.parametrize("check,answer,hint", bank(check_narrow, NARROW_MISTAKES))
+def test_narrow_rejects_wrong_answers(check, answer, hint, lang):
     assert_hint(check(answer, lang=lang), lang, hint, HINTS)
 
 
-def test_own_compressor_names_the_compressor():
-    fb = check_conditional_bits(COND_MISTAKES["own gzip"][0], lang="en")
-    assert "bz2" in fb.message
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_narrowing_right_on_the_cases_but_not_always_fails_the_round_trip(lang):
+    """A table of the five cases passes them; the round trip, 300 symbols later, does not."""
+    table = {case: compression.narrow(*case) for case in _NARROW_CASES}
+
+    def looked_up(*case):
+        return table.get(case, (case[0], case[1]))
+
+    fb = check_narrow(looked_up, lang=lang)
+    assert_hint(fb, lang, "narrow_other", HINTS)
 
 
-def test_bz2_is_a_compressor_of_its_own():
-    assert _extra(bz2.compress, b"abc" * 30, b"abd" * 5) != _extra(gzip.compress, b"abc" * 30, b"abd" * 5)
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_narrowing_that_breaks_the_interval_is_stopped_not_looped_on(lang):
+    def inverted_after_the_cases(low, high, start, stop, total):
+        if (low, high, start, stop, total) in _NARROW_CASES:
+            return solution_narrow_interval(low, high, start, stop, total)
+        return high, low  # low > high: the encoder's loop would never end
+
+    assert_hint(check_narrow(inverted_after_the_cases, lang=lang), lang, "narrow_other", HINTS)
 
 
 # --- 12.sample_with_cache --------------------------------------------------------------------------
@@ -174,10 +274,11 @@ def test_bz2_is_a_compressor_of_its_own():
 def test_the_checkers_reference_is_generate_and_each_mistake_shows_in_some_case():
     """Every mistake gives other tokens than generate in some case, and in the first such case no mistake listed
     before it gives the same tokens (so diagnose names it)."""
-    model = _tiny_model()
-    rights = [_reference(model, *case) for case in _SAMPLE_CASES]
-    assert rights == [_variant(model, *case) for case in _SAMPLE_CASES]  # the mistakes' loop, without a mistake
-    banks = [_sample_mistakes(model, *case) for case in _SAMPLE_CASES]
+    models = {flat: _tiny_model(flat) for flat in (False, True)}
+    cases = [(models[flat], *case) for *case, flat in _SAMPLE_CASES]
+    rights = [_reference(*case) for case in cases]
+    assert rights == [_variant(*case) for case in cases]  # the mistakes' loop, without a mistake
+    banks = [_sample_mistakes(*case) for case in cases]
     keys = [k for k, _ in banks[0]]
     for j, key in enumerate(keys):
         first = next((i for i, b in enumerate(banks) if b[j][1] != rights[i]), None)
@@ -338,3 +439,56 @@ def test_the_check_leaves_the_notebooks_random_state_alone():
     torch.manual_seed(0)
     check_sample(solution_sample, lang="en")
     assert torch.equal(torch.rand(3), before)
+
+
+# Issue 46's findings on this checker: each answer below got through before, in both languages.
+
+
+def _top_p_below(logits, p):
+    """Top-p written as "keep while the running mass is at most p": the token that crosses p is dropped."""
+    probs = logits.softmax(-1)
+    sorted_probs, order = probs.sort(descending=True)
+    keep = sorted_probs.cumsum(-1) <= p
+    keep[..., 0] = True
+    mask = torch.zeros_like(keep).scatter(-1, order, keep)
+    return logits.masked_fill(~mask, float("-inf"))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_sample_catches_top_p_that_drops_the_token_crossing_p(lang):
+    """The sharp model's likeliest token alone passes p; the flat case makes the boundary count (finding 1)."""
+    answer = _loop(draw=lambda logits, t, p, g: _sampled(_top_p_below(logits / t, p).softmax(-1), g))
+    assert_hint(check_sample(answer, lang=lang), lang, "sample_top_p_boundary", HINTS)
+    assert any(flat for *_, flat in _SAMPLE_CASES)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_sample_catches_a_function_that_changes_the_callers_prompt(lang):
+    """The tokens are right, but the caller's list now holds them too (finding 2)."""
+
+    def appends_to_the_prompt(model, prompt_ids, n_new, temperature, top_p, generator):
+        cache, seq = model.new_cache(), prompt_ids  # the same list, not a copy
+        new = torch.tensor([seq])
+        for _ in range(n_new):
+            token = int(
+                sample_next_token(model(new, cache=cache)[:, -1], temperature, top_p=top_p, generator=generator)
+            )
+            seq.append(token)
+            new = torch.tensor([[token]])
+        return seq[-n_new:]
+
+    assert_hint(check_sample(appends_to_the_prompt, lang=lang), lang, "sample_prompt_changed", HINTS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_sample_switches_off_the_checkers_own_loop(lang):
+    """The checker's private _variant draws exactly generate's tokens: off while the student's code runs (finding 7)."""
+
+    def borrowed(model, prompt_ids, n_new, temperature, top_p, generator):
+        from minitransformer.exercises import compression as checkers
+
+        return checkers._variant(model, prompt_ids, n_new, temperature, top_p, generator.initial_seed())
+
+    assert_hint(check_sample(borrowed, lang=lang), lang, "forbidden", HINTS)
+    model = _tiny_model()
+    assert _variant(model, [1, 2], 3, 1.0, 0.9, 0) == _variant(model, [1, 2], 3, 1.0, 0.9, 0)  # back on

@@ -133,21 +133,6 @@ def test_an_error_inside_the_checker_quotes_pythons_words_as_pythons(lang):
     assert "OverflowError: int too large" not in fb.message
 
 
-@pytest.mark.parametrize("lang", LANGS)
-def test_the_str_bytes_hint_quotes_pythons_words_as_pythons(lang):
-    """12.conditional_compression names an answer that mixes text and bytes, with the TypeError Python raised: its
-    words quoted as Python's (they are English in the Spanish hint too)."""
-    from minitransformer.exercises.compression import check_conditional_bits
-
-    def decodes_held(compress, context, held):
-        return (len(compress(context + held.decode())) - len(compress(context))) * 8 / len(held)
-
-    fb = check_conditional_bits(decodes_held, lang=lang)
-    assert not fb.ok and fb.hint == "cond_str_bytes", fb.message
-    assert "TypeError; " + PYTHON_SAYS[lang].format("can't concat str to bytes") in fb.message
-    assert "TypeError: can't" not in fb.message
-
-
 def test_python_error_names_the_type_and_quotes_the_first_line():
     from minitransformer.exercises._core import python_error
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from minitransformer.compression import compressed_bits_per_byte
+from minitransformer.compression import ByteNGram, compressed_bits_per_byte
 from minitransformer.course import language_model as lm
 from minitransformer.course.prose import prose
 from minitransformer.i18n import CourseError
@@ -97,9 +97,13 @@ def test_the_stored_runs_are_the_recipes_and_the_curve_is_the_long_one():
     assert {"reference_runs/*.pt", "reference_runs/*.json"} <= set(  # package data: they go in the wheel
         re.findall(r'"(reference_runs/[^"]+)"', (ROOT / "pyproject.toml").read_text())
     )
-    for which, recipe in (("recipe", lm.PROSE_RECIPE), ("long", lm.LONG_RECIPE)):
+    for which, recipe, seed in (
+        ("recipe", lm.PROSE_RECIPE, 0),
+        ("long", lm.LONG_RECIPE, 0),
+        ("partner", lm.PROSE_RECIPE, 2),
+    ):
         run = lm.reference_prose_run(which, "cpu")
-        assert run.meta["seed"] == 0 and run.meta["recipe"] == dataclasses.asdict(recipe), which
+        assert run.meta["seed"] == seed and run.meta["recipe"] == dataclasses.asdict(recipe), which
         assert run.tokenizer == lm.prose_tokenizer(recipe.vocab_size)
         assert run.eval_step[-1] == recipe.steps
     curve = lm.reference_curve()
@@ -125,9 +129,11 @@ def test_the_stored_runs_are_the_recipes_and_the_curve_is_the_long_one():
 def test_the_recipe_beats_gzip_and_stays_level_with_the_ngram_as_notebook_12_asserts():
     run, curve = lm.reference_prose_run("recipe", "cpu"), lm.reference_curve()
     data = lm.prose_data(lm.PROSE_RECIPE)
+    ngram = ByteNGram(*lm.NGRAM).fit(lm.training_text())
     for lang in lm.LANGS:
         bpb = lm.held_out_bits_per_byte(run.model, data, lang)
-        assert bpb <= curve["baselines"]["gzip"][lang] - 0.15 and abs(bpb - curve["baselines"]["ngram"][lang]) < 0.1
+        level = ngram.bits_per_byte(data.held_text[lang], lm.compressor_context(lang))
+        assert bpb <= curve["baselines"]["gzip"][lang] - 0.15 and abs(bpb - level) < 0.1
         assert bpb < curve["baselines"]["xz"][lang]
 
 
@@ -166,10 +172,115 @@ def test_the_longer_run_script_writes_a_curve_that_loads(tmp_path, monkeypatch):
         curve["steps"] == [0, 2, 4]
         and curve["command"] == "python tools/prose_runs.py --out " + str(tmp_path) + " --steps 4 --eval-every 2"
     )
-    assert set(curve["baselines"]) == {"gzip", "bz2", "xz", "ngram", "ngram_order"}
+    assert set(curve["baselines"]) == {"gzip", "bz2", "xz", "ngram", "ngram_order", "ngram_chosen", "ngram_adapting"}
     assert all(len(curve["held_bpb"][lang]) == 3 for lang in lm.LANGS)
     run = lm.load_prose_run(tmp_path / lm.REFERENCE_FILES["long"])
     assert run.recipe.steps == 4 and run.eval_step == [0, 2, 4]
     data = lm.prose_data(run.recipe)
     assert lm.held_out_bits_per_byte(run.model, data, "es") == pytest.approx(curve["held_bpb"]["es"][-1], abs=1e-4)
     assert not (tmp_path / lm.REFERENCE_FILES["recipe"]).exists()  # only the full rebuild trains the recipe's run
+
+
+# --------------------------------------------------------------------------- notebook 12's own loop, and its coding
+
+
+def notebook_training_loop():
+    """``train_model`` as notebook 12 writes it on the page (its source, the English side of each swap)."""
+    from minitransformer.modern import ModernTransformer
+    from minitransformer.train import lm_loss
+
+    source = (ROOT / "notebooks" / "source" / "12_language_model.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(def train_model\(.*?)\n\n\ntrain_windows", source, re.S)
+    assert block, "notebook 12 no longer writes its training loop as train_model"
+    code = re.sub(r"«([^|»]*)\|([^»]*)»", r"\2", block.group(1))
+    namespace = {"torch": torch, "math": math, "ModernTransformer": ModernTransformer, "lm_loss": lm_loss}
+    namespace.update(seed=lambda: 3, device="cpu")
+    exec(compile(code, "notebook 12", "exec"), namespace)
+    return namespace["train_model"]
+
+
+def test_the_loop_on_notebook_12s_page_is_train_prose_model_bit_for_bit():
+    data = lm.prose_data(TINY)
+    seen = []
+    model = notebook_training_loop()(TINY, data, lambda step, model: seen.append(step))
+    run = lm.train_prose_model(seed=3, recipe=TINY, progress=False)
+    assert seen == run.eval_step and not model.training
+    stored = run.model.state_dict()
+    assert all(torch.equal(value, stored[name]) for name, value in model.state_dict().items())
+
+
+def test_the_validation_split_cuts_each_language_at_a_paragraph_near_nine_tenths():
+    for lang in lm.LANGS:
+        fit, validation = lm.validation_split(lang)
+        assert fit + lm.SEPARATOR + validation == lm.training_text(lang)
+        assert 0.85 < len(fit) / len(lm.training_text(lang)) <= 0.9 and not validation.startswith("\n")
+    data = lm.prose_data(TINY, validation=True)
+    for lang in lm.LANGS:
+        assert data.held_text[lang] == lm.validation_split(lang)[1]
+        assert data.tokenizer.decode(data.held_ids[lang][data.start :].tolist()) == data.held_text[lang]
+    fits = lm.SEPARATOR.join(lm.validation_split(lang)[0] for lang in lm.LANGS)
+    assert data.tokenizer.decode(data.train_ids.tolist()) == fits
+    assert lm.train_prose_model(seed=1, recipe=TINY, progress=False, validation=True).meta["validation"] is True
+
+
+def test_the_coding_settings_and_n_grams_are_the_stored_choice_made_on_training_text():
+    choice = lm.reference_coding()["choice"]
+    assert lm.CodingSettings(**choice["chosen"]) == lm.CODING and lm.STATIC_CODING == dataclasses.replace(
+        lm.CODING, lr=0
+    )
+    assert tuple(choice["ngram"]["static"]["chosen"]) == lm.NGRAM
+    assert tuple(choice["ngram"]["adapting"]["chosen"]) == lm.ADAPTING_NGRAM
+    assert choice["command"].startswith("python tools/prose_runs.py --choose")
+    validation = {lang: len(lm.validation_split(lang)[1].encode()) for lang in lm.LANGS}
+    assert choice["validation_bytes"] == validation  # measured on the training text's last tenths, not the held-out
+    single = [row for row in choice["tried"] if row["seeds"] == [0]]
+    chosen = min(single, key=lambda row: sum(row[lang]["ideal"] * validation[lang] for lang in lm.LANGS))
+    assert chosen["settings"] == choice["chosen"]
+    for kind in ("static", "adapting"):
+        scores = choice["ngram"][kind]["scores"]
+        best = min(scores, key=lambda key: sum(scores[key][lang] * validation[lang] for lang in lm.LANGS))
+        order, discount = best.split()
+        assert (int(order), float(discount)) == tuple(choice["ngram"][kind]["chosen"])
+
+
+def test_the_partner_is_the_recipe_with_a_seed_no_test_trains_live():
+    partner = lm.reference_prose_run("partner", "cpu")
+    assert partner.meta["seed"] == lm.PARTNER_SEED and partner.meta["recipe"] == dataclasses.asdict(lm.PROSE_RECIPE)
+    assert lm.PARTNER_SEED not in (0, 1) and partner.tokenizer == lm.prose_tokenizer(lm.PROSE_RECIPE.vocab_size)
+
+
+def test_the_stored_seeds_beat_bz2_and_xz_as_notebook_12_says():
+    """Issue 44's bar, on the stored measurements (five seeds, 1, the tests' second pass, among them): every seed beats
+    bz2 and xz by at least 0.14 bits per byte in both languages, all but one by at least 0.15; learning alone, by less."""
+    seeds = lm.reference_coding()["seeds"]
+    assert len(seeds["runs"]) >= 5 and "1" in seeds["runs"] and str(lm.PARTNER_SEED) not in seeds["runs"]
+    assert seeds["settings"] == dataclasses.asdict(lm.CODING) and seeds["partner_seed"] == lm.PARTNER_SEED
+    worst = {}
+    for seed, row in seeds["runs"].items():
+        for lang in lm.LANGS:
+            held = len(prose(lang, "test").encode())
+            mixed = row["mixed"][lang]
+            assert mixed["bpb"] == pytest.approx(mixed["bytes"] * 8 / held)
+            assert mixed["bpb"] < row["adapting"][lang]["bpb"] < row["static"][lang]["bpb"]
+            assert seeds["baselines"]["bz2"][lang] - row["adapting"][lang]["bpb"] < 0.15
+        worst[seed] = min(
+            seeds["baselines"][name][lang] - row["mixed"][lang]["bpb"] for name in ("bz2", "xz") for lang in lm.LANGS
+        )
+    assert min(worst.values()) >= 0.14 and sum(w >= 0.15 for w in worst.values()) == len(worst) - 1
+    assert worst["0"] >= 0.15 and worst["1"] >= 0.15  # the seeds the tests train live
+
+
+@pytest.mark.slow
+def test_both_held_out_texts_decode_in_full_with_the_models_learning():
+    """What notebook 12 decodes only in part: both languages, whole, the stored model of seed 0 and the partner
+    learning as they code, every probability row the same on both sides."""
+    from minitransformer.compression import CodingReport, compress_with_model, decompress_with_model
+
+    pair = [lm.reference_prose_run("recipe", "cpu").model, lm.reference_prose_run("partner", "cpu").model]
+    data = lm.prose_data()
+    for lang in lm.LANGS:
+        sent, got = CodingReport(), CodingReport()
+        blob = compress_with_model(data.held_text[lang], pair, data.tokenizer, lm.CODING, report=sent)
+        assert decompress_with_model(blob, pair, data.tokenizer, lm.CODING, report=got) == data.held_text[lang]
+        assert sent.row_hashes == got.row_hashes and sent.updates == got.updates > 0
+        assert len(blob) * 8 / data.held_bytes(lang) < lm.reference_curve()["baselines"]["bz2"][lang] - 0.15

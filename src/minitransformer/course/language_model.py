@@ -9,9 +9,12 @@ warm-up and cosine decay, gradient clipping) on random windows of the training t
 held-out loss are measured on fixed windows every ``eval_every`` steps, in bits per byte (the windows' nats over
 the bytes their tokens decode to), so that the curve speaks the unit of the compressors it is compared with.
 
-Two runs ship inside the package (``reference_runs/``, rebuilt by ``tools/prose_runs.py``): the recipe's run
-with seed 0, the model notebook 12 trains live, and the same recipe run longer, whose held-out curve notebook 12
-draws. Notebook 13 opens both without training.
+Three runs ship inside the package (``reference_runs/``, rebuilt by ``tools/prose_runs.py``): the recipe's run
+with seed 0, the model notebook 12 trains live; the same recipe run longer, whose held-out curve notebook 12
+draws; and the recipe with seed :data:`PARTNER_SEED`, the partner notebook 12 mixes with its live model when it
+compresses. Notebook 13 opens the first two without training. How notebook 12 compresses (:data:`CODING`, the
+n-grams' :data:`NGRAM` and :data:`ADAPTING_NGRAM`) was chosen on training text only (:func:`validation_split`), and
+what the tool measured is stored beside the runs (:func:`reference_coding`).
 
 Letters: B batch, T context, V vocabulary.
 """
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from ..compression import bits_per_byte, model_bits_per_byte
+from ..compression import CodingSettings, bits_per_byte, model_bits_per_byte
 from ..i18n import error, say
 from ..modern import ModernConfig, ModernTransformer
 from ..runtime import eval_mode
@@ -46,9 +49,12 @@ __all__ = [
     "training_text",
     "prose_tokenizer",
     "ProseData",
+    "VALIDATION",
+    "validation_split",
     "prose_data",
     "ProseRun",
     "train_prose_model",
+    "curve_windows",
     "window_bits_per_byte",
     "compressor_context",
     "held_out_bits_per_byte",
@@ -58,6 +64,13 @@ __all__ = [
     "reference_prose_run",
     "CURVE_FILE",
     "reference_curve",
+    "CODING",
+    "STATIC_CODING",
+    "PARTNER_SEED",
+    "NGRAM",
+    "ADAPTING_NGRAM",
+    "CODING_FILE",
+    "reference_coding",
 ]
 
 LANGS = ("es", "en")
@@ -100,6 +113,15 @@ PROSE_RECIPE = ProseRecipe()
 # The longer run: the same recipe with its schedule stretched over more steps (tools/prose_runs.py).
 LONG_RECIPE = dataclasses.replace(PROSE_RECIPE, steps=4000, warmup=100, eval_every=250)
 
+# How notebook 12 compresses with its model, chosen on training text only by ``tools/prose_runs.py --choose`` (the
+# scores it chose from are stored in prose_coding.json): the sliding window of the model's context moved by half of
+# it; after each window, one step of plain gradient descent with rate 0.03 on every parameter.
+CODING = CodingSettings(context=PROSE_RECIPE.context, stride=PROSE_RECIPE.context // 2, lr=0.03)
+STATIC_CODING = dataclasses.replace(CODING, lr=0.0)  # the same windows, the model left as it is
+PARTNER_SEED = 2  # the stored model mixed with the live one: a seed no test run trains live (they train 0 and 1)
+NGRAM = (8, 0.9)  # the byte n-gram's order and discount, chosen on training text (tools/prose_runs.py --choose)
+ADAPTING_NGRAM = (8, 0.9)  # the same choice for the n-gram that keeps counting as it reads
+
 
 def training_text(lang: str | None = None) -> str:
     """The text the tokenizer and the model learn from: the training prose of ``lang``, or of both languages
@@ -134,15 +156,35 @@ class ProseData:
         return len(self.held_text[lang].encode("utf-8"))
 
 
-def prose_data(recipe: ProseRecipe = PROSE_RECIPE) -> ProseData:
+VALIDATION = 0.1  # the share of each language's training text on which the coding settings are chosen
+
+
+def validation_split(lang: str) -> tuple[str, str]:
+    """``lang``'s training text cut in two at the paragraph break nearest before nine tenths of it: the part a
+    model is trained on while settings are chosen, and the part they are chosen on (never the held-out text)."""
+    text = training_text(lang)
+    cut = text.rfind(SEPARATOR, 0, round(len(text) * (1 - VALIDATION)))
+    return text[:cut], text[cut + len(SEPARATOR) :]
+
+
+def prose_data(recipe: ProseRecipe = PROSE_RECIPE, validation: bool = False) -> ProseData:
+    """The corpus as token ids. With ``validation=True``, the split on which settings are chosen: the first nine
+    tenths of each language's training text to train on, the last tenth as the "held-out" text
+    (:func:`validation_split`); the tokenizer is the recipe's."""
     tokenizer = prose_tokenizer(recipe.vocab_size)
     separator = torch.tensor(tokenizer.encode(SEPARATOR))
     start = len(separator)
-    held_text = {lang: prose(lang, "test") for lang in LANGS}
+    if validation:
+        parts = {lang: validation_split(lang) for lang in LANGS}
+        train = SEPARATOR.join(parts[lang][0] for lang in LANGS)
+        held_text = {lang: parts[lang][1] for lang in LANGS}
+    else:
+        train = training_text()
+        held_text = {lang: prose(lang, "test") for lang in LANGS}
     held_ids = {lang: torch.tensor(tokenizer.encode(SEPARATOR + text)) for lang, text in held_text.items()}
     if any(not torch.equal(ids[:start], separator) for ids in held_ids.values()):  # pragma: no cover
         raise error("el separador se fundió con el texto", "the separator merged with the text")
-    return ProseData(tokenizer, torch.tensor(tokenizer.encode(training_text())), held_text, held_ids, start)
+    return ProseData(tokenizer, torch.tensor(tokenizer.encode(train)), held_text, held_ids, start)
 
 
 def _windows(ids: torch.Tensor, length: int, count: int) -> torch.Tensor:
@@ -154,6 +196,15 @@ def _windows(ids: torch.Tensor, length: int, count: int) -> torch.Tensor:
         )
     starts = torch.linspace(0, len(ids) - length, count).round().long().unique()
     return torch.stack([ids[s : s + length] for s in starts.tolist()])
+
+
+def curve_windows(data: ProseData, recipe: ProseRecipe = PROSE_RECIPE) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed windows the training curve is measured on: ``recipe.eval_windows`` windows of ``recipe.context``
+    tokens spread over the training text, and as many over each language's held-out text (Spanish first).
+    Shapes: (W, T) and (2W, T)."""
+    T = recipe.context
+    held = torch.cat([_windows(data.held_ids[lang], T, recipe.eval_windows) for lang in LANGS])
+    return _windows(data.train_ids, T, recipe.eval_windows), held
 
 
 @torch.no_grad()
@@ -213,6 +264,8 @@ def train_prose_model(
     progress: bool = True,
     live_plot: bool = False,
     on_eval: Callable[[int, ModernTransformer], None] | None = None,
+    validation: bool = False,
+    tie_output: bool = False,
 ) -> ProseRun:
     """Train notebook 12's language model from scratch under ``seed`` (default: the seed in force).
 
@@ -222,20 +275,22 @@ def train_prose_model(
             kept at its last drawing).
         on_eval: called as ``on_eval(step, model)`` after every measurement (``tools/prose_runs.py`` measures the
             held-out text there with a sliding window); it must not draw random numbers.
+        validation: train on the first nine tenths of each language's training text, and measure on the last
+            tenths (:func:`prose_data`), as ``tools/prose_runs.py`` does to choose the coding settings.
+        tie_output: one table for the input embeddings and the output layer (``tools/prose_runs.py`` measures it).
 
     Returns:
         the :class:`ProseRun`, its model in eval mode.
     """
     seed = current_seed() if seed is None else seed
-    data = prose_data(recipe)
+    data = prose_data(recipe, validation)
     torch.manual_seed(seed)
-    model = ModernTransformer(recipe.config())
+    model = ModernTransformer(dataclasses.replace(recipe.config(), tie_output=True) if tie_output else recipe.config())
     if device is not None:
         model.to(device)
     generator = torch.Generator().manual_seed(seed)
     T, ids = recipe.context, data.train_ids
-    train_windows = _windows(ids, T, recipe.eval_windows)
-    held_windows = torch.cat([_windows(data.held_ids[lang], T, recipe.eval_windows) for lang in LANGS])
+    train_windows, held_windows = curve_windows(data, recipe)
     run = ProseRun(model, data.tokenizer, recipe, seed)
     curve = LiveCurve(
         live_plot,
@@ -277,6 +332,10 @@ def train_prose_model(
     run.seconds = time.perf_counter() - began
     curve.finish()
     run.meta = {"seed": seed, "recipe": dataclasses.asdict(recipe)}
+    if validation:
+        run.meta["validation"] = True
+    if tie_output:
+        run.meta["tie_output"] = True
     run.model.eval()
     return run
 
@@ -346,12 +405,14 @@ def load_prose_run(path: str | os.PathLike, device: torch.device | str | None = 
 
 # The reference runs, trained under the stored outputs' numerics profile by tools/prose_runs.py: the recipe with
 # seed 0 (notebook 12 trains the same live) and the longer run. Notebook 13 opens them.
-REFERENCE_FILES = {"recipe": "prose_lm_seed0.pt", "long": "prose_lm_long.pt"}
+REFERENCE_FILES = {"recipe": "prose_lm_seed0.pt", "long": "prose_lm_long.pt", "partner": "prose_lm_seed2.pt"}
 CURVE_FILE = "prose_curve.json"
+CODING_FILE = "prose_coding.json"
 
 
 def reference_prose_run(which: str = "recipe", device: torch.device | str | None = None) -> ProseRun:
-    """One of the stored runs: ``"recipe"`` (:data:`PROSE_RECIPE`, seed 0) or ``"long"`` (:data:`LONG_RECIPE`)."""
+    """One of the stored runs: ``"recipe"`` (:data:`PROSE_RECIPE`, seed 0), ``"long"`` (:data:`LONG_RECIPE`) or
+    ``"partner"`` (:data:`PROSE_RECIPE`, seed :data:`PARTNER_SEED`: the model notebook 12 mixes with its own)."""
     from importlib.resources import as_file, files
 
     if which not in REFERENCE_FILES:
@@ -370,3 +431,13 @@ def reference_curve() -> dict:
     from importlib.resources import files
 
     return json.loads((files("minitransformer") / "reference_runs" / CURVE_FILE).read_text(encoding="utf-8"))
+
+
+def reference_coding() -> dict:
+    """What ``tools/prose_runs.py`` measured for notebook 12's compression, each part with its command and machine:
+    ``"choice"`` (the coding settings and the n-grams, chosen on training text), ``"seeds"`` (the held-out text
+    compressed with models of several seeds) and ``"variants"`` (the recipe changed one setting at a time)."""
+    import json
+    from importlib.resources import files
+
+    return json.loads((files("minitransformer") / "reference_runs" / CODING_FILE).read_text(encoding="utf-8"))

@@ -1,10 +1,12 @@
-"""Checkers for notebook 12's exercises: a model's loss in bits per byte, the bits a compressor spends on a
-text after a context, and sampling with the key-value cache.
+"""Checkers for notebook 12's exercises: a model's loss in bits per byte, the interval narrowing of an
+arithmetic coder, and sampling with the key-value cache.
 
 Each checker compares the student's answer with the package's own (computed before the student's code
-runs), on cases where the usual mistakes give different answers (a Spanish text whose characters are not
-its bytes, several compressors, temperatures and top-p values that change the draws), and names the
-mistake without writing the code. A student's exception becomes a "not yet" that shows the failing line.
+runs, the package's own function switched off while it runs), on cases where the usual mistakes give different
+answers (a Spanish text whose characters are not its bytes, products past 2^53 where a float is not exact,
+temperatures and top-p values that change the draws), and names the mistake without writing the code. The
+narrowing is then proved by a round trip: the package's encoder narrows with the student's function and its
+decoder must give the message back. A student's exception becomes a "not yet" that shows the failing line.
 ``12.sample_with_cache`` also watches every call of the model (a forward pre-hook): the prompt must go in
 once, then only the new token each step, always into the same cache. The worked solutions are in the answer
 key :mod:`.solutions.nb12`.
@@ -12,13 +14,9 @@ key :mod:`.solutions.nb12`.
 
 from __future__ import annotations
 
-import bz2
-import functools
-import gzip
-import lzma
 import math
 import numbers
-import re
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +25,7 @@ from torch import Tensor
 
 from .. import compression
 from ..generation import generate
+from ..i18n import tr
 from ..modern import ModernConfig, ModernTransformer
 from ..sampling import next_token_probs, top_p_filter
 from ._core import (
@@ -42,7 +41,7 @@ from ._core import (
     type_name,
 )
 
-__all__ = ["HINTS", "check_bits_per_byte", "check_conditional_bits", "check_sample"]
+__all__ = ["HINTS", "check_bits_per_byte", "check_narrow", "check_sample"]
 
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
@@ -51,6 +50,12 @@ HINTS = Hints(
         "not_a_number": (
             "devuelve un número (float), no {got}.",
             "return a number (float), not {got}.",
+        ),
+        "too_large": (
+            "devuelves un entero tan grande que no cabe en un float (Python dice: «{said}»): ¿elevas a una potencia "
+            "o multiplicas donde había que dividir?",
+            'you return an integer too large to fit in a float (Python says: "{said}"): do you raise to a power or '
+            "multiply where you should divide?",
         ),
         # ---- 12.bits_per_byte
         "bpb_times_ln2": (
@@ -113,72 +118,76 @@ HINTS = Hints(
             "with nats_per_token = {nats}, n_tokens = {tokens} and the text “{text}” you return {got}. The nats of "
             "the whole text are nats_per_token · n_tokens; in bits, ÷ ln 2; per byte, ÷ the text's UTF-8 bytes.",
         ),
-        # ---- 12.conditional_compression
-        "cond_no_context": (
-            "comprimes `held` solo: eso mide sus bits sin contexto. Lo que cuesta tras el contexto es lo que crece "
-            "el comprimido al añadirlo: `len(compress(context + held)) - len(compress(context))`.",
-            "you compress `held` alone: that measures its bits without context. What it costs after the context is "
-            "how much the compressed output grows when it is added: "
-            "`len(compress(context + held)) - len(compress(context))`.",
+        # ---- 12.interval_narrowing
+        "narrow_pair": (
+            "devuelve una pareja de enteros, `(nuevo_low, nuevo_high)`, no {got}.",
+            "return a pair of integers, `(new_low, new_high)`, not {got}.",
         ),
-        "cond_order": (
-            "pones `held` delante del contexto: así mides lo que cuesta `held` sin nada antes (y el contexto detrás), "
-            "que a menudo da casi lo mismo, pero no es lo pedido. El compresor lee de izquierda a derecha: para "
-            "que el contexto ayude, va antes. Comprime `context + held`.",
-            "you put `held` before the context: that measures what `held` costs with nothing before it (and the "
-            "context after), which often gives nearly the same, but is not what is asked. The compressor reads "
-            "from left to right: for the context to help, it goes first. Compress `context + held`.",
+        "narrow_float": (
+            "tus extremos, {got}, se desvían de {want}: ¿divides con `/`? Con un intervalo de 2^32 enteros y un total "
+            "de 2^24 los productos pasan de 2^53, donde un float ya no los guarda exactos. Usa la división entera, "
+            "`//`.",
+            "your ends, {got}, are off from {want}: do you divide with `/`? With an interval of 2^32 integers and a "
+            "total of 2^24 the products go past 2^53, where a float no longer holds them exactly. Use integer "
+            "division, `//`.",
         ),
-        "cond_no_subtract": (
-            "no restas lo que ocupa el contexto comprimido: así cuentas los bits de los dos textos. Resta "
-            "`len(compress(context))`.",
-            "you do not subtract the compressed context's length: that counts the bits of both texts. Subtract "
-            "`len(compress(context))`.",
+        "narrow_round": (
+            "redondeas al entero más cercano (`round`): la parte del símbolo empieza y acaba donde dice el suelo, "
+            "`//`, y así la calcula también el decodificador.",
+            "you round to the nearest integer (`round`): the symbol's share starts and ends where the floor, `//`, "
+            "says, which is how the decoder computes it too.",
         ),
-        "cond_subtracts_held": (
-            "restas `len(compress(held))`: lo que se resta es el contexto comprimido solo, "
-            "`len(compress(context))`; la diferencia es lo que añade `held` tras él.",
-            "you subtract `len(compress(held))`: what is subtracted is the context compressed alone, "
-            "`len(compress(context))`; the difference is what `held` adds after it.",
+        "narrow_no_low": (
+            "olvidas sumar `low`: la parte del símbolo se mide desde el principio del intervalo, no desde 0.",
+            "you forget to add `low`: the symbol's share is measured from the start of the interval, not from 0.",
         ),
-        "cond_bits": (
-            "`len` de un comprimido cuenta bytes, y se piden bits: multiplica la diferencia por 8 (no la dividas).",
-            "`len` of a compressed output counts bytes, and bits are asked for: multiply the difference by 8 (do "
-            "not divide it).",
+        "narrow_width": (
+            "la anchura del intervalo es `high - low + 1`: los dos extremos están incluidos (con `high - low` "
+            "pierdes un entero).",
+            "the interval's width is `high - low + 1`: both ends are included (with `high - low` you lose one "
+            "integer).",
         ),
-        "cond_whole_length": (
-            "divides entre los bytes de `context + held`: los bits de más son solo de `held`, así que se reparten "
-            "entre `len(held)`.",
-            "you divide by the bytes of `context + held`: the extra bits are `held`'s alone, so they are shared "
-            "among `len(held)`.",
+        "narrow_high_end": (
+            "el nuevo `high` es el último entero de la parte del símbolo, uno menos que donde empieza la del "
+            "siguiente: te falta el `- 1`.",
+            "the new `high` is the last integer of the symbol's share, one less than where the next symbol's "
+            "starts: the `- 1` is missing.",
         ),
-        "cond_held_characters": (
-            "divides entre los caracteres de `held` decodificado, no entre sus bytes: `held` ya son bytes, y "
-            "`len(held)` los cuenta.",
-            "you divide by the characters of `held` decoded, not by its bytes: `held` is bytes already, and "
-            "`len(held)` counts them.",
+        "narrow_new_low": (
+            "calculas el nuevo `high` a partir del `low` que acabas de cambiar: los dos extremos salen del intervalo "
+            "de antes. Guarda `low` y la anchura antes de cambiar nada.",
+            "you compute the new `high` from the `low` you have just changed: both ends come from the interval "
+            "before. Keep `low` and the width before changing anything.",
         ),
-        "cond_own_compressor": (
-            "con el compresor {name} devuelves lo que daría gzip: usa la función `compress` que recibes, no una tuya.",
-            "with the {name} compressor you return what gzip would give: use the `compress` function you are "
-            "given, not one of your own.",
+        "narrow_swapped": (
+            "devuelves los extremos al revés: primero el nuevo `low` y después el nuevo `high`.",
+            "you return the ends the other way round: first the new `low`, then the new `high`.",
         ),
-        "cond_rounded": (
-            "el resultado sale redondeado o truncado ({got}): ¿usas `//`, `round` o `int`? Usa `/` y no redondees.",
-            "the result comes out rounded or truncated ({got}): do you use `//`, `round` or `int`? Use `/` and do "
-            "not round.",
+        "narrow_start_stop": (
+            "cambias `start` por `stop`: `low` sale de `start` (donde empiezan las cuentas del símbolo) y `high` de "
+            "`stop` (donde acaban).",
+            "you swap `start` and `stop`: `low` comes from `start` (where the symbol's counts begin) and `high` from "
+            "`stop` (where they end).",
         ),
-        "cond_str_bytes": (
-            "mezclas texto y bytes ({error}): `context` y `held` ya son `bytes`, y `compress` recibe y devuelve "
-            "`bytes`. No los codifiques ni los decodifiques; júntalos con `+`.",
-            "you mix text and bytes ({error}): `context` and `held` are `bytes` already, and `compress` takes and "
-            "returns `bytes`. Neither encode nor decode them; join them with `+`.",
+        "narrow_total": (
+            "repartes `total` en vez del intervalo: lo que se reparte entre los símbolos son los `high - low + 1` "
+            "enteros del intervalo, en proporción a sus cuentas.",
+            "you share out `total` instead of the interval: what is shared among the symbols are the interval's "
+            "`high - low + 1` integers, in proportion to their counts.",
         ),
-        "cond_other": (
-            "con el compresor {name}, {context} bytes de contexto y {held} de `held` devuelves {got}. Son "
-            "(len(compress(context + held)) − len(compress(context))) · 8 / len(held).",
-            "with the {name} compressor, {context} bytes of context and {held} of `held` you return {got}. It is "
-            "(len(compress(context + held)) − len(compress(context))) · 8 / len(held).",
+        "narrow_other": (
+            "con low = {low}, high = {high}, start = {start}, stop = {stop} y total = {total} devuelves {got}, y es "
+            "{want}. La anchura es high − low + 1; el nuevo low, low + anchura·start // total; el nuevo high, "
+            "low + anchura·stop // total − 1.",
+            "with low = {low}, high = {high}, start = {start}, stop = {stop} and total = {total} you return {got}, "
+            "and it is {want}. The width is high − low + 1; the new low, low + width·start // total; the new high, "
+            "low + width·stop // total − 1.",
+        ),
+        "narrow_round_trip": (
+            "tus extremos coinciden en los casos de prueba, pero el mensaje que comprime el codificador con tu "
+            "función no vuelve igual: {why}",
+            "your ends agree on the test cases, but the message the encoder compresses with your function does not "
+            "come back the same: {why}",
         ),
         # ---- 12.sample_with_cache
         "sample_ids": (
@@ -269,6 +278,20 @@ HINTS = Hints(
             "you do not use top-p: keep the most likely tokens whose mass reaches `top_p` before sampling "
             "(`top_p_filter`, or `top_p=` in `next_token_probs`/`sample_next_token`).",
         ),
+        "sample_top_p_boundary": (
+            "con top-p te quedas con los tokens cuya masa acumulada no pasa de `top_p`, y dejas fuera el que la "
+            "cruza: top-p guarda el conjunto más pequeño de tokens cuya masa *llega* a `top_p`, con el que la "
+            "cruza incluido (`top_p_filter`).",
+            "with top-p you keep the tokens whose running mass does not go past `top_p`, and leave out the one that "
+            "crosses it: top-p keeps the smallest set of tokens whose mass *reaches* `top_p`, the crossing token "
+            "included (`top_p_filter`).",
+        ),
+        "sample_prompt_changed": (
+            "tu función cambia la lista `prompt_ids` que recibe (¿le añades los tokens nuevos con `append`?): quien "
+            "llama ya no tiene su prompt. Copia la lista antes (`list(prompt_ids)`) o crea una nueva.",
+            "your function changes the `prompt_ids` list it is given (do you `append` the new tokens to it?): the "
+            "caller no longer has its prompt. Copy the list first (`list(prompt_ids)`) or make a new one.",
+        ),
         "sample_top_p_first": (
             "aplicas top-p antes que la temperatura: el orden es temperatura primero y top-p después, como en "
             "`next_token_probs` y en `generate`.",
@@ -301,7 +324,10 @@ def _number(lang: str, got: Any) -> float:
         got = got.item()
     if isinstance(got, bool) or not isinstance(got, numbers.Real):
         raise stop(HINTS(lang, "not_a_number", got=type_name(got)))
-    got = float(got)
+    try:
+        got = float(got)
+    except OverflowError as exc:  # an integer beyond a float's range: Python's words, quoted as Python's
+        raise stop(HINTS(lang, "too_large", said=str(exc))) from None
     if not math.isfinite(got):
         raise stop(HINTS(lang, "nan"))
     return got
@@ -319,11 +345,31 @@ def _short(text: str, size: int = 40) -> str:
 
 # (nats_per_token, n_tokens, text): an English text first (its characters are its bytes), then Spanish ones
 # where they are not («ñ», «é», «ü», «¿», «—»), with fewer tokens than bytes and non-integer answers.
-_BPB_CASES = [
+_BPB_FIXED = [
     (3.17, 11, "The cat sat on the mat, and then it slept."),
     (2.71, 14, "El niño soñó que la cigüeña volaba sobre el año."),
     (4.05, 12, "¿Qué pasó? «Mañana» — dijo él, sin más."),
 ]
+_BPB_WORDS = "año niño señal código máquina pérdida atención byte token modelo texto bits the of model text".split()
+
+
+def _bpb_drawn(n: int = 3) -> list[tuple[float, int, str]]:
+    """More cases, drawn from a fixed seed (the same every run, so the stored feedback is too) and written nowhere
+    a student can copy them from: a table of the statement's cases does not pass."""
+    rng = random.Random(2012)
+    cases = []
+    for _ in range(n):
+        text = " ".join(rng.choice(_BPB_WORDS) for _ in range(rng.randint(6, 12)))
+        cases.append((round(rng.uniform(1.5, 5.0), 3), rng.randint(3, len(text) // 3), text))
+    return cases
+
+
+_BPB_CASES = _BPB_FIXED + _bpb_drawn()
+_BPB_TOOLS = (("minitransformer.compression.bits_per_byte", "compression.bits_per_byte"),)
+_BPB_WHY = (
+    "escribe tú la cuenta: es lo que el ejercicio practica.",
+    "write the sum yourself: it is what the exercise practises.",
+)
 
 
 def _bpb(nats: float, tokens: int, text: str) -> float:
@@ -352,6 +398,8 @@ def _bpb_mistakes(nats: float, tokens: int, text: str) -> list[tuple[str, float 
         ("bpb_rounded", float(math.floor(right))),
         ("bpb_rounded", round(right, 1)),
         ("bpb_rounded", round(right, 2)),
+        ("bpb_rounded", round(right, 3)),  # the statement's own example is written to 3 decimals
+        ("bpb_rounded", round(right, 4)),
         ("bpb_rounded", (nats * tokens // B) / ln2),
         ("bpb_rounded", nats * (tokens // B) / ln2),
     ]
@@ -366,8 +414,10 @@ def check_bits_per_byte(bits_per_byte: Callable[[float, int, str], float], lang:
     student can make, and the checker can name. Every case is run; a mistake is named when it explains every
     case, and the hint quotes the first case the answer gets wrong.
     """
-    answers = [_number(lang, attempt(lang, bits_per_byte, *case)) for case in _BPB_CASES]
-    right = [_bpb(*case) for case in _BPB_CASES]
+    right = [_bpb(*case) for case in _BPB_CASES]  # before the student's code runs: the package's own sum
+    with forbid(_BPB_TOOLS, *_BPB_WHY):
+        got = [attempt(lang, bits_per_byte, *case) for case in _BPB_CASES]
+    answers = [_number(lang, g) for g in got]
     if not all(_same(got, want) for got, want in zip(answers, right)):
         # EVERY_CASE: each mistake is a whole function a student could write, run on every case
         bank = [_bpb_mistakes(*case) for case in _BPB_CASES]
@@ -393,120 +443,136 @@ def check_bits_per_byte(bits_per_byte: Callable[[float, int, str], float], lang:
     )
 
 
-# ---- 12.conditional_compression ------------------------------------------------------------------
+# ---- 12.interval_narrowing -----------------------------------------------------------------------
 
-_GZIP = functools.partial(gzip.compress, mtime=0)  # no timestamp: the same bytes every time
+_WHOLE = 1 << compression.CODER_BITS
 
-_CONTEXT_EN = (
-    b"The model reads the text one byte at a time and learns what comes next. The better it predicts, the "
-    b"fewer bits it needs to store each byte. A compressor does the same with the text it has already seen. "
-)
-_CONTEXT_ES = (
-    "El modelo lee el texto byte a byte y aprende qué viene después. Cuanto mejor predice, menos bits necesita "
-    "para guardar cada byte. Un compresor hace lo mismo con el texto que ya ha visto. "
-).encode()
-
-# (compress, its name, context, held): gzip, bz2 and xz, English and Spanish (held with «é», «ñ»: its characters
-# are not its bytes). An LZ compressor stores `held + context` in nearly as many bytes as `context + held`, so
-# putting the context second often gives the right number: the gzip and xz cases are ones where it does not.
-_COND_CASES = [
-    (_GZIP, "gzip", _CONTEXT_EN, b"The better the model predicts what comes next, the fewer bits it needs."),
-    (
-        bz2.compress,
-        "bz2",
-        _CONTEXT_ES * 3,
-        "Cuanto mejor predice qué viene después, menos bits necesita el año.".encode(),
-    ),
-    (lzma.compress, "xz", _CONTEXT_ES * 3, "Un compresor hace lo mismo: el niño ya ha visto el texto.".encode()),
-    (_GZIP, "gzip", _CONTEXT_ES * 2, "Mañana, señor, la cigüeña comprimirá otro texto distinto.".encode()),
+# (low, high, start, stop, total): the coder's first, whole interval; intervals that start past 0; the first and
+# the last symbol; and a width near 2^32 times counts near 2^24, past 2^53, chosen where the exact quotient falls
+# just short of an integer, so that `/` (rounded to a float) and `//` give different ends.
+_NARROW_CASES = [
+    (0, _WHOLE - 1, 3, 7, 10),
+    (1_000_003, 3_000_000_017, 0, 5, 11),
+    (2_147_483_000, 4_294_000_000, 9, 13, 13),
+    (249_024_353, 4_107_933_480, 4_718_221, 14_154_663, 16_777_213),
+    (7, _WHOLE - 5, 12_345_671, 12_345_672, 1 << 24),
 ]
 
 
-def _cond(compress: Callable[[bytes], bytes], context: bytes, held: bytes) -> float:
-    return (len(compress(context + held)) - len(compress(context))) * 8 / len(held)
-
-
-def _cond_mistakes(compress: Callable[[bytes], bytes], context: bytes, held: bytes) -> list[tuple[str, float | None]]:
-    """What each typical mistake gives on one case; two ways to make one mistake share its key. A mistake whose
-    program is right on a case gives the right answer there."""
-    both, alone = len(compress(context + held)), len(compress(context))
-    extra, right = both - alone, _cond(compress, context, held)
-    chars = len(held.decode("utf-8"))
+def _narrow_mistakes(low: int, high: int, start: int, stop: int, total: int) -> list[tuple[str, Any]]:
+    """What each typical narrowing gives on one case; two ways to make one mistake share its key."""
+    width = high - low + 1
+    new_low = low + width * start // total
     return [
-        ("cond_no_context", len(compress(held)) * 8 / len(held)),
-        ("cond_order", (len(compress(held + context)) - alone) * 8 / len(held)),
-        ("cond_no_subtract", both * 8 / len(held)),
-        ("cond_no_subtract", both * 8 / len(context + held)),
-        ("cond_subtracts_held", (both - len(compress(held))) * 8 / len(held)),
-        ("cond_bits", extra / len(held)),
-        ("cond_bits", extra / 8 / len(held)),
-        ("cond_whole_length", extra * 8 / len(context + held)),
-        ("cond_held_characters", extra * 8 / chars),  # right where characters are bytes
-        ("cond_own_compressor", _cond(gzip.compress, context, held)),  # right with gzip
-        ("cond_rounded", float(extra * 8 // len(held))),
-        ("cond_rounded", float(round(right))),
-        ("cond_rounded", round(right, 1)),
-        ("cond_rounded", round(right, 2)),
+        ("narrow_float", (int(low + width * start / total), int(low + width * stop / total) - 1)),
+        ("narrow_float", (low + int(width * start / total), low + int(width * stop / total) - 1)),
+        ("narrow_round", (low + round(width * start / total), low + round(width * stop / total) - 1)),
+        ("narrow_no_low", (width * start // total, width * stop // total - 1)),
+        ("narrow_width", (low + (width - 1) * start // total, low + (width - 1) * stop // total - 1)),
+        ("narrow_high_end", (new_low, low + width * stop // total)),
+        ("narrow_new_low", (new_low, new_low + width * stop // total - 1)),
+        ("narrow_new_low", (new_low, new_low + (high - new_low + 1) * stop // total - 1)),
+        ("narrow_swapped", (low + width * stop // total - 1, new_low)),
+        ("narrow_start_stop", (low + width * stop // total, low + width * start // total - 1)),
+        ("narrow_total", (low + total * start // total, low + total * stop // total - 1)),
+        ("narrow_total", (low + high * start // total, low + high * stop // total - 1)),
     ]
 
 
-# What Python says when text and bytes are mixed (``str + bytes``, ``bytes.encode``, ``compress(str)``).
-_STR_BYTES = re.compile(
-    r"bytes-like object is required|can't concat str to bytes|can only concatenate str|"
-    r"'bytes' object has no attribute 'encode'|'str' object has no attribute 'decode'|"
-    r"unsupported operand type\(s\) for \+: '(bytes|str)' and '(bytes|str)'|object supporting the buffer API"
+def _pair(lang: str, got: Any) -> tuple[int, int] | tuple[float, float]:
+    """The answer as a pair of numbers: integers, or floats the checker can name; anything else stops."""
+    if isinstance(got, Tensor):
+        got = got.tolist()
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise stop(HINTS(lang, "narrow_pair", got=type_name(got)))
+    pair = []
+    for x in got:
+        if isinstance(x, Tensor) and x.numel() == 1:
+            x = x.item()
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise stop(HINTS(lang, "narrow_pair", got=f"{type_name(got)} ({type_name(x)}, …)"))
+        pair.append(int(x) if isinstance(x, numbers.Integral) else x)
+    return tuple(pair)
+
+
+def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
+    """Compress a message with the package's encoder narrowing with ``narrow``, decode it with the package's
+    decoder: None when it comes back, else why not. Every interval ``narrow`` gives is checked first (a wrong one
+    could send the encoder's loop on for ever)."""
+
+    def checked(*case: int) -> tuple[int, int]:  # (low, high, start, stop, total)
+        want = compression.narrow(*case)
+        with forbid(_NARROW_TOOLS, *_NARROW_WHY):
+            got = _pair(lang, attempt(lang, narrow, *case))
+        if got != want:
+            low, high, start, end, total = case
+            raise stop(
+                HINTS(lang, "narrow_other", low=low, high=high, start=start, stop=end, total=total, got=got, want=want)
+            )
+        return got
+
+    class Encoder(compression.ArithmeticEncoder):
+        pass
+
+    Encoder.narrow = staticmethod(checked)
+    rng = random.Random(12)
+    counts = compression.frequencies(
+        torch.softmax(torch.randn(300, 50, generator=torch.Generator().manual_seed(12)) * 3, -1)
+    )
+    symbols = [rng.randrange(50) if rng.random() < 0.3 else int(counts[i].argmax()) for i in range(300)]
+    encoder = Encoder()
+    for i, s in enumerate(symbols):
+        start = int(counts[i, :s].sum())
+        encoder.encode(start, start + int(counts[i, s]), int(counts[i].sum()))
+    data = encoder.finish()
+    back = compression.decode(data, len(symbols), counts)
+    if back != symbols:
+        first = next(i for i, (a, b) in enumerate(zip(back, symbols)) if a != b)
+        return tr(
+            lang, f"el símbolo {first} sale distinto.", f"symbol {first} comes back different."
+        )  # pragma: no cover
+    return None
+
+
+_NARROW_TOOLS = (("minitransformer.compression.narrow", "compression.narrow"),)
+_NARROW_WHY = (
+    "escribe tú el estrechamiento: es lo que el ejercicio practica.",
+    "write the narrowing yourself: it is what the exercise practises.",
 )
 
 
-class _Mixed:
-    """The student's function mixed text and bytes: the error it raised."""
+@exercise("12.interval_narrowing")
+def check_narrow(narrow: Callable[[int, int, int, int, int], tuple[int, int]], lang: str | None = None) -> Feedback:
+    """Check ``narrow(low, high, start, stop, total)`` -> ``(new_low, new_high)``: the interval [low, high] narrowed
+    to the share of a symbol that owns the counts [start, stop) of ``total``, in integers.
 
-    def __init__(self, exc: Exception):
-        self.exc = exc
-
-
-@exercise("12.conditional_compression")
-def check_conditional_bits(
-    conditional_bits: Callable[[Callable[[bytes], bytes], bytes, bytes], float], lang: str | None = None
-) -> Feedback:
-    """Check ``conditional_bits(compress, context, held)`` -> the bits per byte ``compress`` spends on ``held``
-    after ``context``: (len(compress(context + held)) − len(compress(context))) · 8 / len(held).
-
-    Every case is run (gzip, bz2, xz); a mistake is named when it explains every case. An error from mixing
-    text and bytes is named as such.
+    Every case is run first; a mistake is named when it explains every case (floats are named as such). Then the
+    proof: the package's encoder, narrowing with the student's function, compresses a message of 300 symbols,
+    and the package's decoder must give it back.
     """
-
-    def guarded(*args: Any) -> Any:
-        try:
-            return conditional_bits(*args)
-        except (TypeError, AttributeError) as exc:
-            if _STR_BYTES.search(str(exc)):
-                return _Mixed(exc)
-            raise
-
-    if not callable(conditional_bits):
-        attempt(lang, conditional_bits)  # says "pass your function"
-    answers = []
-    for compress, _, context, held in _COND_CASES:
-        got = attempt(lang, guarded, compress, context, held)
-        if isinstance(got, _Mixed):
-            return HINTS(lang, "cond_str_bytes", error=f"{type(got.exc).__name__}: {got.exc}")
-        answers.append(_number(lang, got))
-    right = [_cond(compress, context, held) for compress, _, context, held in _COND_CASES]
-    if not all(_same(got, want) for got, want in zip(answers, right)):
+    right = [compression.narrow(*case) for case in _NARROW_CASES]  # before the student's code runs
+    with forbid(_NARROW_TOOLS, *_NARROW_WHY):
+        answers = [_pair(lang, attempt(lang, narrow, *case)) for case in _NARROW_CASES]
+    if answers != right:
         # EVERY_CASE: each mistake is a whole function a student could write, run on every case
-        bank = [_cond_mistakes(compress, context, held) for compress, _, context, held in _COND_CASES]
+        bank = [_narrow_mistakes(*case) for case in _NARROW_CASES]
         mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
-        key = diagnose(answers, mistakes, EVERY_CASE, same=_same)
-        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if not _same(got, want))
-        _, name, context, held = _COND_CASES[first]
-        return HINTS(lang, key or "cond_other", name=name, context=len(context), held=len(held), got=answers[first])
+        key = diagnose(answers, mistakes, EVERY_CASE, same=lambda a, b: tuple(a) == tuple(b))
+        if key is None and any(isinstance(x, float) for pair in answers for x in pair):
+            key = "narrow_float"
+        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if got != want)
+        low, high, start, stop_, total = _NARROW_CASES[first]
+        fields = {"low": low, "high": high, "start": start, "stop": stop_, "total": total}
+        return HINTS(lang, key or "narrow_other", got=answers[first], want=right[first], **fields)
+    why = _round_trip(lang, narrow)
+    if why is not None:
+        return HINTS(lang, "narrow_round_trip", why=why)
     return correct(
         lang,
-        "Es la entropía cruzada del compresor sobre `held` dado el contexto, en bits por byte: la misma "
-        "medida que la del modelo.",
-        "It is the compressor's cross-entropy on `held` given the context, in bits per byte: the same measure "
-        "as the model's.",
+        "El codificador del paquete, estrechando con tu función, comprimió 300 símbolos y su decodificador los "
+        "recuperó: el mismo estrechamiento, entero a entero, en los dos lados.",
+        "The package's encoder, narrowing with your function, compressed 300 symbols and its decoder gave them "
+        "back: the same narrowing, integer for integer, on both sides.",
     )
 
 
@@ -514,26 +580,38 @@ def check_conditional_bits(
 
 _VOCAB = 48
 
-# (prompt, n_new, temperature, top_p, seed): temperatures below and above 1, top-p that removes tokens, a
-# one-token prompt.
+# (prompt, n_new, temperature, top_p, seed, flat): temperatures below and above 1, top-p that removes tokens, a
+# one-token prompt; and a flat model, whose top-p set holds many tokens, so that the token crossing top_p matters
+# (with the sharp model the likeliest token alone passes top_p).
 _SAMPLE_CASES = [
-    ([5, 17, 3, 22], 8, 0.7, 0.9, 1),
-    ([1, 2, 3, 4, 5, 6, 7], 10, 1.3, 0.8, 2),
-    ([30], 6, 0.5, 0.95, 3),
-    ([9, 9, 12, 40, 2], 12, 1.0, 0.6, 4),
+    ([5, 17, 3, 22], 8, 0.7, 0.9, 1, False),
+    ([1, 2, 3, 4, 5, 6, 7], 10, 1.3, 0.8, 2, False),
+    ([30], 6, 0.5, 0.95, 3, False),
+    ([9, 9, 12, 40, 2], 12, 1.0, 0.6, 4, False),
+    ([3, 8, 1], 12, 1.0, 0.5, 5, True),
 ]
 
 
-def _tiny_model() -> ModernTransformer:
+def _tiny_model(flat: bool = False) -> ModernTransformer:
     """A tiny ModernTransformer from a fixed seed (the notebook's random state is left alone), its output scaled
-    up so that its distributions are far from uniform and temperature and top-p change the draws."""
+    up so that its distributions are far from uniform and temperature and top-p change the draws; ``flat``: scaled
+    up only a little, so that its distributions spread over many tokens."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(12)
         config = ModernConfig(vocab_size=_VOCAB, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64)
         model = ModernTransformer(config)
     with torch.no_grad():
-        model.lm_head.weight.mul_(12.0)
+        model.lm_head.weight.mul_(2.0 if flat else 12.0)
     return model.eval()
+
+
+def _top_p_below(logits: Tensor, p: float) -> Tensor:
+    """The top-p mistake: keep the tokens whose running mass, from the likeliest down, stays ≤ p (the token that
+    crosses p dropped), at least the likeliest."""
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    keep = sorted_logits.softmax(-1).cumsum(-1) <= p
+    keep[..., 0] = True
+    return logits.masked_fill(~keep.scatter(-1, order, keep), float("-inf"))
 
 
 def _reference(model: ModernTransformer, prompt: list[int], n: int, temperature: float, top_p: float, seed: int):
@@ -555,6 +633,7 @@ def _variant(
     greedy: bool = False,
     fresh: bool = False,
     top_p_first: bool = False,
+    top_p_below: bool = False,
 ) -> list[int]:
     """What a sampling loop with one mistake draws (with the cache: without it, the same tokens)."""
     gen = torch.Generator().manual_seed(seed)
@@ -566,6 +645,8 @@ def _variant(
         else:
             if top_p_first:
                 probs = torch.softmax(top_p_filter(logits, top_p) / temperature, dim=-1)
+            elif top_p_below:
+                probs = torch.softmax(_top_p_below(logits / temperature, top_p), dim=-1)
             else:
                 probs = next_token_probs(logits, temperature, None, top_p)
             nxt = torch.multinomial(probs, 1, generator=torch.Generator() if fresh else gen).squeeze(-1)
@@ -583,6 +664,7 @@ def _sample_mistakes(model: ModernTransformer, prompt: list[int], n: int, t: flo
         ("sample_temperature_times", _variant(model, prompt, n, 1 / t, p, seed)),
         ("sample_no_top_p", _variant(model, prompt, n, t, None, seed)),
         ("sample_top_p_first", _variant(model, prompt, n, t, p, seed, top_p_first=True)),
+        ("sample_top_p_boundary", _variant(model, prompt, n, t, p, seed, top_p_below=True)),
         ("sample_generator", _variant(model, prompt, n, t, p, seed, fresh=True)),
     ]
 
@@ -636,8 +718,12 @@ def _check_calls(lang: str, calls: list[tuple[Any, Any, int | None]], prompt: li
         raise stop(HINTS(lang, "sample_fed_other", step=step + 2, fed=fed[step], sampled=ids[step]))
 
 
-# generate is wrapped by torch.no_grad: its inner function is switched off, so every reference to it is.
-_SAMPLE_TOOLS = (("minitransformer.generation.generate.__wrapped__", "generate"),)
+# generate (and the checker's own loop) are wrapped by torch.no_grad: their inner functions are switched off, so
+# every reference to them is.
+_SAMPLE_TOOLS = (
+    ("minitransformer.generation.generate.__wrapped__", "generate"),
+    ("minitransformer.exercises.compression._variant.__wrapped__", "_variant"),
+)
 _SAMPLE_WHY = (
     "escribe tú el bucle de generación; `sample_next_token` o `next_token_probs` sí valen para cada sorteo.",
     "write the generation loop yourself; `sample_next_token` or `next_token_probs` are fine for each draw.",
@@ -654,8 +740,9 @@ def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> F
     A forward pre-hook on the model records each call; the cases run in order, and the first one the answer
     gets wrong decides.
     """
-    model = _tiny_model()
-    for prompt, n, t, p, seed in _SAMPLE_CASES:
+    models = {flat: _tiny_model(flat) for flat in (False, True)}
+    for prompt, n, t, p, seed, flat in _SAMPLE_CASES:
+        model = models[flat]
         want = _reference(model, prompt, n, t, p, seed)
         calls: list[tuple[Any, Any, int | None]] = []
 
@@ -668,18 +755,21 @@ def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> F
         generator = torch.Generator().manual_seed(seed)
         before = generator.get_state().clone()
         handle = model.register_forward_pre_hook(record, with_kwargs=True)
+        prompt_ids = list(prompt)  # the caller's list: it must be left as it was
         try:
             with forbid(_SAMPLE_TOOLS, *_SAMPLE_WHY):
-                got = attempt(lang, sample, model, list(prompt), n, t, p, generator)
+                got = attempt(lang, sample, model, prompt_ids, n, t, p, generator)
         finally:
             handle.remove()
+        if prompt_ids != prompt:
+            return HINTS(lang, "sample_prompt_changed")
         ids = _ids(lang, got, prompt, n)
         _check_calls(lang, calls, prompt, ids)
         if ids == want:
             continue
-        key = diagnose(
+        key = diagnose(  # the mistakes drawn by a model the student's code never touched
             [ids],
-            [(k, [v]) for k, v in _sample_mistakes(model, prompt, n, t, p, seed)],
+            [(k, [v]) for k, v in _sample_mistakes(_tiny_model(flat), prompt, n, t, p, seed)],
             EVERY_CASE,
             same=lambda a, b: a == b,
         )

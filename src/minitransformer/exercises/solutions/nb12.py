@@ -1,5 +1,5 @@
 """The answer key of notebook 12, in notebook order:
-``12.bits_per_byte``, ``12.conditional_compression``, ``12.sample_with_cache``.
+``12.bits_per_byte``, ``12.interval_narrowing``, ``12.sample_with_cache``.
 """
 
 from __future__ import annotations
@@ -29,18 +29,24 @@ def solution_bits_per_byte(nats_per_token, n_tokens, text):
     return total_nats / math.log(2) / n_bytes
 
 
-@exercise("12.conditional_compression")
+@exercise("12.interval_narrowing")
 @explain(
-    "El compresor guarda `context + held` en algo más que `context` solo: esa diferencia, en bytes, es lo que le "
-    "cuesta `held` habiendo visto ya el contexto. Por 8, bits; entre `len(held)`, bits por byte de `held`. Es la "
-    "misma cuenta que la pérdida del modelo sobre un texto que sigue a su contexto.",
-    "The compressor stores `context + held` in somewhat more than `context` alone: that difference, in bytes, is "
-    "what `held` costs once the context has been seen. Times 8, bits; divided by `len(held)`, bits per byte of "
-    "`held`. It is the same sum as the model's loss on a text that follows its context.",
+    "El intervalo tiene `high - low + 1` enteros (los dos extremos cuentan). Al símbolo le toca la parte que sus "
+    "cuentas ocupan en el total: empieza `width * start // total` enteros después de `low` y acaba justo antes "
+    "de donde empezaría el siguiente símbolo, `width * stop // total`. Los dos extremos salen del intervalo de "
+    "antes, y con `//`: enteros exactos, los mismos que calculará el decodificador.",
+    "The interval has `high - low + 1` integers (both ends count). The symbol gets the part its counts take up "
+    "of the total: it starts `width * start // total` integers after `low` and ends just before where the next "
+    "symbol would start, `width * stop // total`. Both ends come from the interval before, and with `//`: exact "
+    "integers, the same ones the decoder will compute.",
 )
-def solution_conditional_bits(compress, context, held):
-    extra = len(compress(context + held)) - len(compress(context))  # «bytes de más|extra bytes»
-    return extra * 8 / len(held)
+def solution_narrow_interval(low, high, start, stop, total):
+    width = (
+        high - low + 1
+    )  # «enteros del intervalo, los dos extremos incluidos|the interval's integers, both ends included»
+    new_low = low + width * start // total
+    new_high = low + width * stop // total - 1  # «desde el low de antes|from the low before»
+    return new_low, new_high
 
 
 @exercise("12.sample_with_cache")
