@@ -292,7 +292,7 @@ def test_every_solution_is_shown_with_code_and_an_explanation_in_both_languages(
     stub = solution_function(name).__name__.removeprefix("solution_")
     for shown in (es, en):
         _def_line(shown.code, stub)
-        assert "@explain" not in shown.code and "solution_" not in shown.code
+        assert "@solution" not in shown.code and "solution_" not in shown.code
         assert "«" not in shown.code and "»" not in shown.code  # every «es|en» comment resolved
         ast.parse(shown.code)  # the code shown is valid Python
         assert len(shown.explanation) > 80

@@ -647,21 +647,19 @@ def checker(fn: Callable[..., Feedback], name: str | None = None) -> Callable[..
     return wrapper
 
 
-# The exercises met so far, by id: their checkers and their worked solutions (filled by @exercise).
+# The exercises met so far, by id: their checkers and their worked solutions (filled by @exercise and @solution).
 CHECKERS: dict[str, Callable[..., Feedback]] = {}
 SOLUTIONS: dict[str, Callable[..., Any]] = {}
 
 
 def exercise(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The id of an exercise (``"01.softmax"``), on its checker and on its worked solution.
-
-    On a checker (``def check_...``) it makes it a :func:`checker` whose "not yet" ends by naming
-    ``show_solution(name)``; on a solution (``def solution_<stub>``) it marks it as the answer shown
-    by ``show_solution(name)``. The two decorations are the whole registration.
+    """The id of an exercise (``"01.softmax"``) on its checker (``def check_...``): it makes it a :func:`checker`
+    whose "not yet" ends by naming ``show_solution(name)``. (Its worked solution carries the same id:
+    ``@solution`` in :mod:`~.registry`.)
     """
 
     def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if fn.__name__.startswith("solution_"):
+        if fn.__name__.startswith("solution_"):  # notebook 12's answer key, on another branch, until it uses @solution
             fn.__exercise__ = name  # type: ignore[attr-defined]
             SOLUTIONS[name] = fn
             return fn
