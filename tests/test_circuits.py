@@ -3,12 +3,14 @@ one path against hooks, composition scores from hand-made weights, and notebook 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pytest
 import torch
 
 from minitransformer.circuits import (
+    COMPOSITIONS,
     ablate_heads,
     attention_patterns,
     composition_baseline,
@@ -43,6 +45,7 @@ from minitransformer.course.induction import (
     seed_record,
     train_induction_model,
 )
+from minitransformer.gpt import GPT, GPTConfig
 from minitransformer.i18n import CourseError
 from minitransformer.modern import ModernConfig, ModernTransformer, apply_rope, rope_cos_sin
 
@@ -587,6 +590,66 @@ def test_elhage_composition_reads_through_w_qk_at_the_offset():
         composition_scores(model, "k", offset=-2)
 
 
+def small_gpt(seed=0) -> GPT:
+    """Notebook 09's model, small, with LayerNorms, biases, learned positions and a tied output."""
+    torch.manual_seed(seed)
+    config = GPTConfig(vocab_size=20, max_len=24, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0)
+    model = GPT(config).eval()
+    with torch.no_grad():  # weights far from the tiny initialisation, so that every head matters
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    return model
+
+
+@torch.no_grad()
+def test_notebook_13s_tools_read_notebook_09s_gpt():
+    """The same tools on a GPT (its blocks are model.layers[i], their attention .self_attn): head outputs,
+    ablation, removal from one path, the OV circuit with LayerNorm's centring, the direct logit attribution and
+    the composition scores."""
+    model = small_gpt()
+    tokens = torch.randint(0, 20, (3, 12), generator=torch.Generator().manual_seed(0))
+    Dh, C = 8, torch.eye(16) - 1 / 16  # C: LayerNorm's centring
+    b0, b1 = model.layers
+    x0 = model.token(tokens) + model.position(torch.arange(12))  # (B, T, D)
+    v = b0.self_attn.W_v(b0.norm1(x0)).view(3, 12, 2, Dh).transpose(1, 2)  # (B, H, T, Dh), with W_v's bias
+    patterns = attention_patterns(model, tokens)
+    assert len(patterns) == 2 and patterns[0].shape == (3, 2, 12, 12)
+    torch.testing.assert_close(head_outputs(model, tokens)[0], torch.einsum("bhts,bhsd->bthd", patterns[0], v))
+
+    with ablate_heads(model, {(1, 0): "zero"}):
+        ablated = model(tokens)
+    zeroed = copy.deepcopy(model)
+    zeroed.layers[1].self_attn.W_o.weight[:, :Dh] = 0
+    torch.testing.assert_close(ablated, zeroed(tokens))
+
+    seen = {}
+    handle = b1.self_attn.W_k.register_forward_hook(lambda m, a, out: seen.__setitem__("k", out))
+    _, removed = run_with_removed(model, tokens, source=(0, 1), into=(1, "k"))
+    handle.remove()
+    z = head_outputs(model, tokens)[0][..., 1, :]  # (B, T, Dh): head 0.1's output
+    x1 = b0(x0, torch.ones(12, 12, dtype=torch.bool).tril())[0]  # (B, T, D): layer 1's input
+    without = x1 - z @ b0.self_attn.W_o.weight[:, Dh:].T
+    torch.testing.assert_close(seen["k"], b1.self_attn.W_k(b1.norm1(without)), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(removed[0], patterns[0])
+
+    a = b1.self_attn
+    W_ov = a.W_o.weight[:, Dh:] @ a.W_v.weight[Dh:] @ (torch.diag(b1.norm1.weight) @ C)  # head 1.1: (D, D)
+    W_U = model.lm_head.weight @ torch.diag(model.norm.weight) @ C
+    torch.testing.assert_close(ov_circuit(model, 1, 1), (W_U @ W_ov @ model.token.weight.T).T, rtol=1e-4, atol=1e-4)
+
+    heads, rest = direct_logit_attribution(model, tokens)
+    logits = model(tokens)[:, :-1]
+    centred = logits.gather(-1, tokens[:, 1:, None])[..., 0] - logits.mean(-1)
+    assert heads.shape == (3, 11, 2, 2)
+    torch.testing.assert_close(heads.sum((-1, -2)) + rest, centred, rtol=1e-4, atol=1e-4)
+
+    for kind in COMPOSITIONS:
+        scores = composition_scores(model, kind)
+        assert scores.shape == (2, 2) and bool(((scores > 0) & (scores < 1)).all())
+    assert qk_circuit(model, 1, 0, 3).shape == (20, 20)  # learned positions: the same W_QK at every distance
+    torch.testing.assert_close(qk_circuit(model, 1, 0, 3), qk_circuit(model, 1, 0, 0))
+
+
 @pytest.mark.slow
 def test_the_repeated_random_tokens_probe_and_the_head_scores_on_a_gpt2_built_from_a_config():
     """The probe cell for GPT-2 small runs the same code on any GPT-2: here a tiny one built from a config (no
@@ -603,7 +666,7 @@ def test_the_repeated_random_tokens_probe_and_the_head_scores_on_a_gpt2_built_fr
     scores = head_scores(gpt, tokens)
     assert scores["prefix"].shape == (2, 2) and scores["previous"].shape == (2, 2)
     assert 0 < scores["uniform_prefix"] < 1 and 0 < scores["uniform_previous"] < 1
-    assert local_gpt2_small() is None or hasattr(local_gpt2_small(), "blocks")  # offline here: None
+    assert local_gpt2_small() is None or isinstance(local_gpt2_small(), GPT)  # offline here: None
 
 
 def test_measure_run_gives_every_number_the_claims_read():

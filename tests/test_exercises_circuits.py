@@ -47,7 +47,7 @@ def test_the_exercises_are_registered_in_notebook_order():
 
 def _each_mistake_is_named(rights, banks):
     """Every mistake of a bank gives another answer than the right one in some case, and no mistake listed
-    before it gives its answers in every case (so diagnose, under EVERY_CASE, names it)."""
+    before it gives its answers in every case (so diagnose names it)."""
     keys = [k for k, _ in banks[0]]
     for j, key in enumerate(keys):
         gives = [b[j][1] for b in banks]

@@ -277,7 +277,7 @@ def test_every_solution_is_shown_with_code_and_an_explanation_in_both_languages(
     stub = solution_function(name).__name__.removeprefix("solution_")
     for shown in (es, en):
         _def_line(shown.code, stub)
-        assert "@explain" not in shown.code and "solution_" not in shown.code
+        assert "@solution" not in shown.code and "solution_" not in shown.code
         assert "«" not in shown.code and "»" not in shown.code  # every «es|en» comment resolved
         ast.parse(shown.code)  # the code shown is valid Python
         assert len(shown.explanation) > 80
@@ -459,8 +459,8 @@ def test_every_hint_renders_in_both_languages(module, key):
 # --------------------------------------------------------------------------- naming a mistake
 
 
-def test_diagnose_names_the_first_mistake_of_the_bank_under_each_policy():
-    from minitransformer.exercises._core import ANY_CASE, EVERY_CASE, FIRST_WRONG, diagnose
+def test_diagnose_names_the_first_mistake_that_gives_every_answer():
+    from minitransformer.exercises._core import diagnose
 
     right = [torch.tensor(1.0), torch.tensor(2.0), torch.tensor(3.0)]
     answers = [torch.tensor(1.0), torch.tensor(-2.0), torch.tensor(30.0)]  # right, then two mistakes
@@ -469,18 +469,29 @@ def test_diagnose_names_the_first_mistake_of_the_bank_under_each_policy():
         "times_ten": [10 * r for r in right],  # gives the third answer only
         "off": [r + 100 for r in right],  # gives none
     }
-    assert diagnose(answers, bank, EVERY_CASE) is None  # no mistake explains every answer
-    assert diagnose(answers, bank, ANY_CASE) == "negated"  # the first in the bank that gives one of them
-    assert diagnose(answers, {"times_ten": bank["times_ten"], **bank}, ANY_CASE) == "times_ten"
-    assert diagnose(answers, bank, FIRST_WRONG, right=right) == "negated"  # the first wrong case is the second
-    assert diagnose(right, bank, FIRST_WRONG, right=right) is None  # nothing wrong, nothing named
-    assert diagnose([-r for r in right], bank, EVERY_CASE) == "negated"
+    assert diagnose(answers, bank) is None  # no mistake explains every answer
+    assert diagnose([-r for r in right], bank) == "negated"
+    assert diagnose(answers[1:2], {k: v[1:2] for k, v in bank.items()}) == "negated"  # the first wrong case alone
+    assert diagnose(right, {"also_negated": [-r for r in right], **bank}) is None  # nothing wrong, nothing named
     # pairs: two ways to make one mistake share its key; None: the mistake does not apply to that case
-    pairs = [("scaled", [None, None, torch.tensor(6.0)]), ("scaled", [None, torch.tensor(-2.0), None])]
-    assert diagnose(answers, pairs, ANY_CASE) == "scaled"
-    assert diagnose([3], {"three": [3]}, EVERY_CASE, same=lambda a, b: a == b) == "three"
-    with pytest.raises(TypeError):
-        diagnose(answers, bank, FIRST_WRONG)  # which case is wrong needs the right answers
+    pairs = [("scaled", [None, torch.tensor(-2.0), torch.tensor(6.0)]), ("scaled", [torch.tensor(1.0)] * 3)]
+    assert diagnose(answers, pairs) is None
+    assert diagnose(answers[:2], [("scaled", [torch.tensor(1.0), torch.tensor(-2.0)]), *pairs]) == "scaled"
+    assert diagnose([3], {"three": [3]}, same=lambda a, b: a == b) == "three"
+    assert diagnose([], bank) is None
+
+
+def test_by_key_turns_banks_written_case_by_case_into_the_bank_diagnose_takes():
+    from minitransformer.exercises._core import by_key, diagnose
+
+    per_case = [{"double": 2, "square": 1}, {"double": 4, "square": 4}, {"square": 9}]  # 3 has no "double"
+    assert by_key(per_case) == [("double", [2, 4, None]), ("square", [1, 4, 9])]
+    assert diagnose([1, 4, 9], by_key(per_case), same=lambda a, b: a == b) == "square"
+    # pairs: the n-th way to make a mistake goes with the n-th of the same key in the other cases
+    pairs = [[("off", 10), ("off", -10)], [("off", 20), ("off", -20)]]
+    assert by_key(pairs) == [("off", [10, 20]), ("off", [-10, -20])]
+    assert diagnose([-10, -20], by_key(pairs), same=lambda a, b: a == b) == "off"
+    assert by_key([]) == []
 
 
 def test_a_forbidden_generator_function_is_refused_when_iterated_and_works_again_after():

@@ -6,7 +6,7 @@ it predicts "B". Two heads in two layers do it together (Elhage et al., 2021; Ol
 was; the induction head in layer 1 then looks, from the current token A, for a position whose
 *previous* token was A (its key is built from what the previous-token head wrote: K-composition)
 and copies the token found there, B. This module measures each piece on a
-:class:`~minitransformer.modern.ModernTransformer`:
+:class:`~minitransformer.modern.ModernTransformer` (notebook 13) or a :class:`~minitransformer.gpt.GPT` (notebook 09):
 
 * what each head attends to (:func:`attention_patterns`), the baseline that attends to nothing in
   particular (:func:`uniform_pattern`), and two scores read from a pattern:
@@ -224,14 +224,31 @@ def steepest_step(steps: Sequence[int], values: Sequence[float], falling: bool =
 # --- head outputs and ablation ---------------------------------------------------------
 
 
+# Where a model keeps its blocks and each block its attention: ModernTransformer (notebooks 10 to 13) and GPT (09).
+_BLOCKS = (("blocks", "attn"), ("layers", "self_attn"))
+
+
+def _blocks(model: nn.Module) -> list[tuple[nn.Module, nn.Module]]:
+    """Every layer's block and its attention (with ``W_q, W_k, W_v, W_o``, ``n_heads``, ``d_head``)."""
+    for blocks_name, attn_name in _BLOCKS:
+        blocks = getattr(model, blocks_name, None)
+        if blocks is not None and all(hasattr(getattr(b, attn_name, None), "W_o") for b in blocks):
+            return [(b, getattr(b, attn_name)) for b in blocks]
+    raise error(
+        "el modelo debe tener bloques con atención (model.blocks[i].attn.W_o, como ModernTransformer, o "
+        "model.layers[i].self_attn.W_o, como GPT)",
+        "the model must have blocks with attention (model.blocks[i].attn.W_o, as ModernTransformer, or "
+        "model.layers[i].self_attn.W_o, as GPT)",
+    )
+
+
 def _attentions(model: nn.Module) -> list[nn.Module]:
-    blocks = getattr(model, "blocks", None)
-    if blocks is None or not all(hasattr(b, "attn") and hasattr(b.attn, "W_o") for b in blocks):
-        raise error(
-            "el modelo debe tener bloques con atención (model.blocks[i].attn.W_o), como ModernTransformer",
-            "the model must have blocks with attention (model.blocks[i].attn.W_o), as ModernTransformer",
-        )
-    return [b.attn for b in blocks]
+    return [attn for _, attn in _blocks(model)]
+
+
+def _group(attn: nn.Module) -> int:
+    """How many query heads share one key-value head (1 without grouped-query attention)."""
+    return attn.n_heads // getattr(attn, "n_kv_heads", attn.n_heads)
 
 
 def _check_head(model: nn.Module, layer: int, head: int) -> None:
@@ -353,7 +370,7 @@ def run_with_removed(
                 f"into debe ser (capa posterior a {layer0}, «q», «k» o «v»), no {into!r}",
                 f"into must be (a layer after {layer0}, 'q', 'k' or 'v'), got {into!r}",
             )
-    block = model.blocks[layer1]
+    block, attn1 = _blocks(model)[layer1]
     contributions: list[Tensor] = []
     saved: dict[str, Tensor] = {}
 
@@ -383,7 +400,7 @@ def run_with_removed(
     ]
     handles += [
         block.register_forward_pre_hook(take_input),
-        getattr(block.attn, _PROJECTIONS[kind]).register_forward_pre_hook(swap),
+        getattr(attn1, _PROJECTIONS[kind]).register_forward_pre_hook(swap),
     ]
     try:
         with eval_mode(model):
@@ -416,11 +433,15 @@ def _head_rows(linear: nn.Linear, head: int, d_head: int) -> Tensor:
     return linear.weight.detach().float().cpu()[head * d_head : (head + 1) * d_head]  # (Dh, D)
 
 
+def _reads(block: nn.Module, attn: nn.Module) -> Tensor:
+    """The linear part of what a block's attention reads: its norm's (pre-norm), or the identity. (D, D)."""
+    return _norm_matrix(block.norm1 if block.norm_first else None, attn.d_model)
+
+
 def _ov(model: nn.Module, layer: int, head: int) -> Tensor:
-    block = model.blocks[layer]
-    a = block.attn
-    kv = head // (a.n_heads // a.n_kv_heads)
-    reads = _norm_matrix(block.norm1 if block.norm_first else None, a.d_model)  # (D, D)
+    block, a = _blocks(model)[layer]
+    kv = head // _group(a)
+    reads = _reads(block, a)  # (D, D)
     W_o = a.W_o.weight.detach().float().cpu()[:, head * a.d_head : (head + 1) * a.d_head]  # (D, Dh)
     return W_o @ _head_rows(a.W_v, kv, a.d_head) @ reads  # (D, D)
 
@@ -456,10 +477,9 @@ def _qk(model: nn.Module, layer: int, head: int, offset: int) -> Tensor:
     """W_QK of a head at a query–key distance: (W_q N)ᵀ R_offset-turned · (W_k N), so that the score of a query
     reading x and a key reading y, ``offset`` positions before it, is xᵀ W_QK y / √Dh (norms' 1/rms left out).
     Shapes: -> (D, D)."""
-    block = model.blocks[layer]
-    a = block.attn
-    reads = _norm_matrix(block.norm1 if block.norm_first else None, a.d_model)  # (D, D)
-    G = a.n_heads // a.n_kv_heads
+    block, a = _blocks(model)[layer]
+    reads = _reads(block, a)  # (D, D)
+    G = _group(a)
     q = _rotated(_head_rows(a.W_q, head, a.d_head) @ reads, model, offset)  # (Dh, D)
     k = _head_rows(a.W_k, head // G, a.d_head) @ reads  # (Dh, D)
     return q.T @ k  # (D, D)
@@ -497,10 +517,9 @@ def composition_scores(
         )
     if offset is not None:
         _check_offset(model, offset)
-    block1 = model.blocks[target_layer]
-    a1 = block1.attn
-    reads = _norm_matrix(block1.norm1 if block1.norm_first else None, a1.d_model)  # (D, D)
-    G = a1.n_heads // a1.n_kv_heads
+    block1, a1 = _blocks(model)[target_layer]
+    reads = _reads(block1, a1)  # (D, D)
+    G = _group(a1)
     scores = torch.empty(attns[source_layer].n_heads, a1.n_heads)
     for h0 in range(attns[source_layer].n_heads):
         writer = _ov(model, source_layer, h0)  # (D, D)

@@ -44,9 +44,8 @@ __all__ = [
     "close",
     "correct",
     "dtype_name",
-    "ANY_CASE",
     "EVERY_CASE",
-    "FIRST_WRONG",
+    "by_key",
     "diagnose",
     "forbid",
     "loops_in",
@@ -260,41 +259,50 @@ def close(a: Any, b: Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     return bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
 
 
-# How diagnose() decides that the answers are one mistake: the caller names the policy, and says why.
-EVERY_CASE = "every case"  # the mistake gives the answer in every case (with one case: that case)
-ANY_CASE = "any case"  # in at least one case: a mistake that only shows in some cases
-FIRST_WRONG = "first wrong case"  # in the first case the answer gets wrong (the cases go from plain to subtle)
+# Notebook 12's checkers (exercises/compression.py) still pass it as diagnose's third argument; once they no longer
+# do, it goes.
+EVERY_CASE = "every case"
 
 
 def diagnose(
     answers: Sequence[Any],
     mistakes: Mapping[K, Sequence[Any]] | Iterable[tuple[K, Sequence[Any]]],
-    policy: str,
+    _policy: str = EVERY_CASE,
+    /,
     *,
-    right: Sequence[Any] | None = None,
     same: Callable[[Any, Any], bool] | None = None,
     **tol: float,
 ) -> K | None:
-    """Which mistake the student's ``answers`` (one per case) are: the first key of the bank
-    ``mistakes`` (key -> what that mistake gives, one per case; or pairs ``(key, gives)``, where two
-    ways to make one mistake share a key) that matches under ``policy``
-    (:data:`EVERY_CASE`, :data:`ANY_CASE`, or :data:`FIRST_WRONG`, which needs the ``right``
-    answers), or ``None``. ``same(answer, what_the_mistake_gives)`` compares; by default
-    :func:`close` with ``tol``. Where a mistake does not apply to a case it gives ``None``.
+    """Which mistake the student's ``answers`` (one per case) are: the first key of the bank ``mistakes``
+    (key -> what that mistake gives, one per case; or pairs ``(key, gives)``, where two ways to make one
+    mistake share a key) whose mistake gives the answer in every case, or ``None``. A checker that stops at
+    the first case the answer gets wrong passes that case alone; one that runs every case passes them all, so
+    that a mistake is named only when it explains every answer. ``same(answer, what_the_mistake_gives)``
+    compares; by default :func:`close` with ``tol``. Where a mistake does not apply to a case it gives ``None``.
     """
+    if _policy != EVERY_CASE:
+        raise ValueError(f"unknown policy {_policy!r}")
     same = same or functools.partial(close, **tol)
-    cases = range(len(answers))
-    if policy == FIRST_WRONG:
-        if right is None:
-            raise TypeError("diagnose(..., FIRST_WRONG) needs the right answers")
-        cases = [i for i in cases if not same(answers[i], right[i])][:1]
-    elif policy not in (EVERY_CASE, ANY_CASE):
-        raise ValueError(f"unknown policy {policy!r}")
-    test = any if policy == ANY_CASE else all
     for key, gives in mistakes.items() if isinstance(mistakes, Mapping) else mistakes:
-        if cases and test(gives[i] is not None and same(answers[i], gives[i]) for i in cases):
+        if answers and all(gives[i] is not None and same(answers[i], gives[i]) for i in range(len(answers))):
             return key
     return None
+
+
+def by_key(banks: Sequence[Mapping[K, Any] | Iterable[tuple[K, Any]]]) -> list[tuple[K, list[Any]]]:
+    """Banks of mistakes written case by case (one bank per case: key -> what that mistake gives there, or
+    pairs ``(key, gives)``) as :func:`diagnose` takes them, ``(key, [what it gives in each case])``, in the
+    first case's order. The n-th mistake of a key in one case goes with the n-th of that key in the others;
+    where a case has no such mistake, it gives ``None`` there."""
+    cases = []
+    for bank in banks:
+        seen: dict[Any, int] = {}
+        case = {}
+        for key, gives in bank.items() if isinstance(bank, Mapping) else bank:
+            seen[key] = seen.get(key, -1) + 1
+            case[key, seen[key]] = gives
+        cases.append(case)
+    return [(key, [case.get((key, n)) for case in cases]) for key, n in (cases[0] if cases else {})]
 
 
 def wrong_shape(lang: str, got: Tensor, want: tuple[int, ...], es: str = "", en: str = "") -> Feedback:
@@ -639,21 +647,19 @@ def checker(fn: Callable[..., Feedback], name: str | None = None) -> Callable[..
     return wrapper
 
 
-# The exercises met so far, by id: their checkers and their worked solutions (filled by @exercise).
+# The exercises met so far, by id: their checkers and their worked solutions (filled by @exercise and @solution).
 CHECKERS: dict[str, Callable[..., Feedback]] = {}
 SOLUTIONS: dict[str, Callable[..., Any]] = {}
 
 
 def exercise(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The id of an exercise (``"01.softmax"``), on its checker and on its worked solution.
-
-    On a checker (``def check_...``) it makes it a :func:`checker` whose "not yet" ends by naming
-    ``show_solution(name)``; on a solution (``def solution_<stub>``) it marks it as the answer shown
-    by ``show_solution(name)``. The two decorations are the whole registration.
+    """The id of an exercise (``"01.softmax"``) on its checker (``def check_...``): it makes it a :func:`checker`
+    whose "not yet" ends by naming ``show_solution(name)``. (Its worked solution carries the same id:
+    ``@solution`` in :mod:`~.registry`.)
     """
 
     def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if fn.__name__.startswith("solution_"):
+        if fn.__name__.startswith("solution_"):  # notebook 12's answer key, on another branch, until it uses @solution
             fn.__exercise__ = name  # type: ignore[attr-defined]
             SOLUTIONS[name] = fn
             return fn

@@ -20,11 +20,11 @@ from ..i18n import tr
 from ..model import target_mask
 from ._core import (
     COMMON_HINTS,
-    EVERY_CASE,
     Feedback,
     Hints,
     Unfinished,
     attempt,
+    by_key,
     close,
     correct,
     diagnose,
@@ -363,8 +363,7 @@ def check_softmax(softmax: Callable[[Tensor], Tensor], lang: str | None = None) 
     x = cases["scores"]
     got = run(x)
     if not close(got, torch.softmax(x, dim=-1)):
-        # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose([got], _softmax_mistakes(x), EVERY_CASE)
+        key = diagnose([got], _softmax_mistakes(x))
         if key is None and not close(got.double().sum(-1), torch.ones(3), atol=1e-4):
             key = "softmax_no_normalise"
         return HINTS(lang, key or "wrong_values")
@@ -422,14 +421,12 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose([got], _weights_mistakes(raw, d_k=8), EVERY_CASE)
+        key = diagnose([got], _weights_mistakes(raw, d_k=8))
         return HINTS(lang, key or "wrong_values")
     rawb = qb @ kb.transpose(-2, -1)  # (B, T, S)
     got = _on_batch(lang, attention_weights, qb.clone(), kb.clone())
     if not close(got, torch.softmax(rawb / math.sqrt(6), dim=-1)):
-        # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose([got], {"scale_shape_index": [torch.softmax(rawb / math.sqrt(4), dim=-1)]}, EVERY_CASE)
+        key = diagnose([got], {"scale_shape_index": [torch.softmax(rawb / math.sqrt(4), dim=-1)]})
         return HINTS(lang, key or "batched")
     return correct(lang, "Cada fila reparte 1 entre las claves.", "Each row shares 1 among the keys.")
 
@@ -490,9 +487,8 @@ def check_self_attention(
     if got.shape != want.shape:
         return wrong_shape(lang, got, tuple(want.shape))
     if not close(got, want):
-        # EVERY_CASE: one case, so the answer is the mistake's output there (the bank holds two ways to
-        # skip the projections, scaled by √d_k or by √d_model: either one names the mistake)
-        key = diagnose([got], _self_attention_mistakes(x, raw, V), EVERY_CASE)
+        # the bank holds two ways to skip the projections, scaled by √d_k or by √d_model: either one names it
+        key = diagnose([got], _self_attention_mistakes(x, raw, V))
         return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -532,8 +528,7 @@ def check_split_heads(split_heads: Callable[[Tensor, int], Tensor], lang: str | 
         if got.shape != want.shape:
             return wrong_shape(lang, got, tuple(want.shape))
         if not close(got, want, atol=0.0, rtol=0.0):
-            # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-            key = diagnose([got], _heads_mistakes(x, H), EVERY_CASE)
+            key = diagnose([got], _heads_mistakes(x, H))
             return HINTS(lang, key or "wrong_values")
     return correct(
         lang,
@@ -607,8 +602,7 @@ def check_masked_attention(
     result = attempt(lang, masked_attention, q.clone(), k.clone(), v.clone(), mask.clone())
     out, w = _pair(lang, result, want_out, want_w)
     if not close(w, want_w):
-        # EVERY_CASE: one case, so the answer is the mistake's output there
-        key = diagnose([torch.nan_to_num(w)], _masked_mistakes(q, k, mask), EVERY_CASE)
+        key = diagnose([torch.nan_to_num(w)], _masked_mistakes(q, k, mask))
         if key is None and not torch.isfinite(w).all():
             key = "nan"
         return HINTS(lang, key or "wrong_values")
@@ -685,9 +679,10 @@ def check_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor], lang: str 
         except RuntimeError:
             return HINTS(lang, "mask_shape", got=tuple(got.shape))
         if not torch.equal(full, want.expand(B, H, T, T)):
-            # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-            mistakes = {key: [m.expand(B, H, T, T)] for key, m in _decoder_mask_mistakes(tokens, pad_id).items()}
-            return HINTS(lang, diagnose([full], mistakes, EVERY_CASE, same=torch.equal) or "mask_wrong")
+            mistakes = by_key(
+                [{key: m.expand(B, H, T, T) for key, m in _decoder_mask_mistakes(tokens, pad_id).items()}]
+            )
+            return HINTS(lang, diagnose([full], mistakes, same=torch.equal) or "mask_wrong")
     return correct(
         lang,
         "Así es la máscara de la autoatención del decodificador (decoder).",

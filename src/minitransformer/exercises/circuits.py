@@ -25,10 +25,10 @@ from .. import circuits
 from ..modern import ModernConfig, ModernTransformer
 from ._core import (
     COMMON_HINTS,
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
+    by_key,
     close,
     correct,
     diagnose,
@@ -522,9 +522,7 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
         fields = {"layer": layer, "head": head, "Dh": Dh, "start": head * Dh, "stop": (head + 1) * Dh}
         if not close(matrix, want, atol=1e-4, rtol=1e-4):
             clean = _ov_model()
-            key = diagnose(
-                [matrix], [(k, [v]) for k, v in _ov_mistakes(clean, layer, head)], EVERY_CASE, atol=1e-4, rtol=1e-4
-            )
+            key = diagnose([matrix], by_key([_ov_mistakes(clean, layer, head)]), atol=1e-4, rtol=1e-4)
             if key is not None:
                 return HINTS(lang, key, **fields)
             left = _left_changed(lang, model, state, "model_changed")
@@ -649,9 +647,7 @@ def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang
             "A perfect induction head scores 1: all its attention goes to the token that followed the earlier "
             "copies of the current one.",
         )
-    bank = [_ind_mistakes(p, P) for p, P in cases]
-    mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
-    key = diagnose(answers, mistakes, EVERY_CASE)
+    key = diagnose(answers, by_key([_ind_mistakes(p, P) for p, P in cases]))
     first = next(i for i, (a, r) in enumerate(zip(answers, right)) if not close(a, r))
     p, P = cases[first]
     H, T, _ = p.shape
@@ -770,9 +766,7 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
         Dh = model.blocks[layer].attn.d_head
         fields = {"layer": layer, "head": head, "Dh": Dh, "start": head * Dh, "stop": (head + 1) * Dh}
         if not close(logits, want):
-            key = diagnose(
-                [logits], [(k, [v]) for k, v in _abl_mistakes(_tiny_model(), tokens, layer, head)], EVERY_CASE
-            )
+            key = diagnose([logits], by_key([_abl_mistakes(_tiny_model(), tokens, layer, head)]))
             if key is not None:
                 return HINTS(lang, key, **fields)
             left = _left_changed(lang, model, state, "abl_not_restored")

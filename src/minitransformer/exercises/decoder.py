@@ -17,10 +17,10 @@ from ..layers import DecoderLayer
 from ..model import target_mask
 from ._core import (
     COMMON_HINTS,
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
+    by_key,
     close,
     correct,
     diagnose,
@@ -230,8 +230,7 @@ def check_shift_right(fn: Callable[[Tensor, int], Tensor], lang: str | None = No
             return HINTS(lang, "shift_float_ids")
         if torch.equal(got, expected):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        key = diagnose([got], {k: [v] for k, v in _shift_mistakes(y, bos_id).items()}, EVERY_CASE, same=torch.equal)
+        key = diagnose([got], by_key([_shift_mistakes(y, bos_id)]), same=torch.equal)
         if key is not None:
             return HINTS(lang, key)
         if T > 1 and torch.equal(got[:, :-1], y[:, 1:]):
@@ -310,9 +309,7 @@ def check_cross_attention(
         if weights.shape != (B, T, S):
             return HINTS(lang, "cross_weights_shape", want=(B, T, S), got=tuple(weights.shape))
         if not close(weights, expected):
-            # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-            mistakes = {key: [w] for key, w in _cross_mistakes(x, memory, src, pad_id).items()}
-            key = diagnose([weights], mistakes, EVERY_CASE)
+            key = diagnose([weights], by_key([_cross_mistakes(x, memory, src, pad_id)]))
             return HINTS(lang, key or "cross_wrong_weights", pad_id=pad_id)
         if not close(out, expected_out):
             return HINTS(lang, "cross_wrong_output")
@@ -403,6 +400,5 @@ def check_decoder_layer(
             "Autoatención enmascarada, atención cruzada y red prealimentada, cada una con residuo y LayerNorm.",
             "Masked self-attention, cross-attention and feed-forward, each with residual and LayerNorm.",
         )
-    # EVERY_CASE: one case, so the answer is the mistake's output there
-    key = diagnose([got], {k: [v] for k, v in mistakes.items()}, EVERY_CASE)
+    key = diagnose([got], by_key([mistakes]))
     return HINTS(lang, key or "layer_wrong")

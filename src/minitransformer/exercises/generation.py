@@ -23,10 +23,10 @@ from ..attention import scaled_dot_product_attention
 from ..sampling import top_k_filter, top_p_filter
 from ._core import (
     COMMON_HINTS,
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
+    by_key,
     close,
     correct,
     diagnose,
@@ -374,9 +374,8 @@ def _top_k_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, k
     tied = [r for r in range(len(kept)) if int(want_counts[r]) > k and int(counts[r]) == k]
     if tied and bool((kept <= want_kept).all()):
         return HINTS(lang, "k_ties", row=tied[0]), True
-    # EVERY_CASE on this case: three ways to take a threshold that is not per row, one hint
-    not_per_row = [("k_not_per_row", [m]) for m in _kept_top_k_mistakes(logits, k)]
-    if diagnose([kept], not_per_row, EVERY_CASE, same=torch.equal):
+    not_per_row = by_key([[("k_not_per_row", m) for m in _kept_top_k_mistakes(logits, k)]])
+    if diagnose([kept], not_per_row, same=torch.equal):
         return HINTS(lang, "k_not_per_row", k=k), True
     wrong_rows = [r for r in range(len(kept)) if int(counts[r]) != int(want_counts[r])]
     if wrong_rows:
@@ -388,10 +387,10 @@ def _top_k_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, k
 
 
 def _named_in_any_case(diagnoses: list[tuple[Feedback, bool]], success: Feedback) -> Feedback:
-    """How the cases' diagnoses combine (the ANY_CASE policy of :func:`~._core.diagnose`, over ladders
-    of checks): every case is run first, and a hint that names a mistake, from any case, wins over a
-    fact from an earlier one, because a filter that fails only on ties, or only on one scale, shows its
-    mistake in that case alone; the first failing case's fact otherwise; ``success`` when no case failed."""
+    """How the cases' diagnoses combine (ladders of checks, not :func:`~._core.diagnose`'s banks): every case
+    is run first, and a hint that names a mistake, from any case, wins over a fact from an earlier one, because
+    a filter that fails only on ties, or only on one scale, shows its mistake in that case alone; the first
+    failing case's fact otherwise; ``success`` when no case failed."""
     named = [fb for fb, is_named in diagnoses if is_named]
     return (named or [fb for fb, _ in diagnoses] or [success])[0]
 
@@ -461,9 +460,7 @@ def _top_p_mistake(lang: str, kept: Tensor, want_kept: Tensor, logits: Tensor, p
     empty = [r for r in range(len(kept)) if int(counts[r]) == 0]
     if empty:
         return HINTS(lang, "p_empty_row", p=p_text, row=empty[0]), True
-    # EVERY_CASE on this case: every case is run, and _named_in_any_case picks the case that names one
-    mistakes = {key: [mistake] for key, mistake in _kept_top_p_mistakes(logits, p, want_kept).items()}
-    key = diagnose([kept], mistakes, EVERY_CASE, same=torch.equal)
+    key = diagnose([kept], by_key([_kept_top_p_mistakes(logits, p, want_kept)]), same=torch.equal)
     if key is not None:
         return HINTS(lang, key), True
     probs = torch.softmax(logits.double(), dim=-1)
@@ -571,8 +568,7 @@ def _cache_step(
     causal = torch.ones(T, L, dtype=torch.bool).tril(diagonal=S)  # new token i sees 0 … S + i
     if close(out, scaled_dot_product_attention(q, want_k, want_v, causal)[0], atol=1e-5):
         return None
-    # EVERY_CASE on this case: every case is run, and _named_in_any_case picks the case that names one
-    key = diagnose([out], _cache_mistakes(q, k, v, want_k, want_v, S), EVERY_CASE, atol=1e-5)
+    key = diagnose([out], _cache_mistakes(q, k, v, want_k, want_v, S), atol=1e-5)
     if key is not None:
         return HINTS(lang, key), True
     return HINTS(lang, "attention_values", S=S, T=T), False

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 from torch import Tensor
 
 from ..analysis import attention_to, top_heads
 from ._core import (
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
+    by_key,
     close,
     correct,
     diagnose,
@@ -138,9 +139,7 @@ def check_strongest_head(strongest_head, lang: str | None = None) -> Feedback:
             return HINTS(lang, "head_not_a_pair", what=type_name(got))
         if got == want:
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        mistakes = {k: [pair] for k, pair in _head_mistakes(maps, query, key).items()}
-        named = diagnose([got], mistakes, EVERY_CASE, same=lambda a, b: a == b)
+        named = diagnose([got], by_key([_head_mistakes(maps, query, key)]), same=operator.eq)
         return HINTS(lang, named or "head_other_head", query=query, key=key, got=got)
     return correct(
         lang,
@@ -187,9 +186,7 @@ def check_attention_row(attention_row, lang: str | None = None) -> Feedback:
         if close(got, want, atol=1e-5, rtol=0.0):
             continue
         got = got.double()
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        mistakes = {key: [w] for key, w in _row_mistakes(scores, Dh).items()}
-        named = diagnose([got], mistakes, EVERY_CASE, atol=1e-5, rtol=0.0)
+        named = diagnose([got], by_key([_row_mistakes(scores, Dh)]), atol=1e-5, rtol=0.0)
         if named is not None:
             return HINTS(lang, named)
         if close(got, scores / math.sqrt(Dh), atol=1e-4, rtol=0.0):  # scores, not weights: a looser tolerance

@@ -11,7 +11,7 @@ import torch
 
 from ..attention import MultiHeadAttention
 from ..model import Transformer, TransformerConfig
-from ._core import EVERY_CASE, Feedback, Hints, attempt, correct, diagnose, exercise
+from ._core import Feedback, Hints, attempt, correct, diagnose, exercise
 
 __all__ = ["HINTS", "check_attention_shapes", "check_mha_parameters"]
 
@@ -171,8 +171,7 @@ def check_mha_parameters(count: Callable[[int, int], Any], lang: str | None = No
             return HINTS(lang, "not_int")
         if got == want:
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        key = diagnose([got], _mha_mistakes(D, H, want), EVERY_CASE, same=operator.eq)
+        key = diagnose([got], _mha_mistakes(D, H, want), same=operator.eq)
         if key is not None:
             return HINTS(lang, key)
         return HINTS(lang, "wrong_count", d=D, h=H, want=want, got=got)

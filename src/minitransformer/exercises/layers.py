@@ -16,10 +16,10 @@ from torch import Tensor, nn
 from ..layers import FeedForward
 from ._core import (
     COMMON_HINTS,
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
+    by_key,
     close,
     correct,
     diagnose,
@@ -222,9 +222,8 @@ def check_layer_norm(layer_norm: Callable[..., Tensor], lang: str | None = None)
         got = _same_shape(lang, got, expected)
         if _close(got, expected):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        mistakes = {key: [wrong] for key, wrong in _layer_norm_mistakes(x, gamma, beta, eps).items()}
-        return HINTS(lang, diagnose([got], mistakes, EVERY_CASE, **_TOL) or "ln_wrong")
+        mistakes = by_key([_layer_norm_mistakes(x, gamma, beta, eps)])
+        return HINTS(lang, diagnose([got], mistakes, **_TOL) or "ln_wrong")
     return correct(
         lang, "Coincide con `F.layer_norm` (y con `nn.LayerNorm`).", "It matches `F.layer_norm` (and `nn.LayerNorm`)."
     )
@@ -271,8 +270,7 @@ def check_post_ln_sublayer(sublayer_connection: Callable[..., Tensor], lang: str
             "post_norm_x_only": [norm(x) + sublayer(x)],
             "post_norm_before": [norm(x + sublayer(norm(x)))],
         }
-    # EVERY_CASE: one case, so the answer is the mistake's output there
-    return HINTS(lang, diagnose([got], mistakes, EVERY_CASE, **_TOL) or "post_wrong")
+    return HINTS(lang, diagnose([got], mistakes, **_TOL) or "post_wrong")
 
 
 # ---- 04.rms_norm ---------------------------------------------------------------------------------
@@ -316,9 +314,7 @@ def check_rms_norm(rms_norm: Callable[..., Tensor], lang: str | None = None) -> 
         got = _same_shape(lang, got, expected)
         if _close(got, expected):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        mistakes = {key: [wrong] for key, wrong in _rms_norm_mistakes(x, gamma, eps).items()}
-        return HINTS(lang, diagnose([got], mistakes, EVERY_CASE, **_TOL) or "rms_wrong")
+        return HINTS(lang, diagnose([got], by_key([_rms_norm_mistakes(x, gamma, eps)]), **_TOL) or "rms_wrong")
     return correct(
         lang, "Coincide con `F.rms_norm` (y con `nn.RMSNorm`).", "It matches `F.rms_norm` (and `nn.RMSNorm`)."
     )

@@ -7,6 +7,7 @@ parameter count) and from PyTorch; each typical mistake gets its own hint.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 
 import torch
@@ -15,7 +16,7 @@ from torch import Tensor
 from ..i18n import decimal_commas
 from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
-from ._core import EVERY_CASE, Feedback, Hints, attempt, close, correct, diagnose, exercise, stop, tensor, type_name
+from ._core import Feedback, Hints, attempt, by_key, close, correct, diagnose, exercise, stop, tensor, type_name
 
 __all__ = ["HINTS", "check_scaled_embeddings", "check_model_params", "check_output_probabilities"]
 
@@ -197,9 +198,8 @@ def check_scaled_embeddings(fn: Callable[[Tensor, Tensor, Tensor], Tensor], lang
         expected = emb * math.sqrt(D) + positions  # (B, T, D)
         if close(got, expected):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        mistakes = {key: [wrong] for key, wrong in _embedding_mistakes(emb, positions, pe[tokens], D).items()}
-        return HINTS(lang, diagnose([got], mistakes, EVERY_CASE) or "embed_wrong")
+        mistakes = by_key([_embedding_mistakes(emb, positions, pe[tokens], D)])
+        return HINTS(lang, diagnose([got], mistakes) or "embed_wrong")
     return correct(
         lang,
         "El token, escalado por √D, y su posición quedan en la misma escala.",
@@ -283,11 +283,9 @@ def check_model_params(fn: Callable[[int, int, int, int, bool], int], lang: str 
             "Y no depende del número de cabezas: las H cabezas se reparten las mismas matrices D × D.",
             "And it does not depend on the number of heads: the H heads share out the same D × D matrices.",
         )
-    # EVERY_CASE: a mistake is named only when it explains every case (with d_ff = 4·D, missing
-    # feed-forward biases and missing LayerNorms give the same count on one case)
-    per_case = [_params_mistakes(*case) for case in _PARAM_CASES]
-    mistakes = {key: [counts[key] for counts in per_case] for key in per_case[0]}
-    key = diagnose(values, mistakes, EVERY_CASE, same=lambda a, b: a == b)
+    # a mistake is named only when it explains every case: with d_ff = 4·D, missing feed-forward biases and
+    # missing LayerNorms give the same count on one case
+    key = diagnose(values, by_key([_params_mistakes(*case) for case in _PARAM_CASES]), same=operator.eq)
     if key is not None:
         return HINTS(lang, key)
     (V, D, F, N, norm_first), value, want = next(
@@ -342,9 +340,7 @@ def check_output_probabilities(fn: Callable[[Tensor, Tensor, Tensor], Tensor], l
         expected = torch.softmax(logits, dim=-1)
         if close(got, expected):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        mistakes = {key: [wrong] for key, wrong in _output_mistakes(h, weight, bias).items()}
-        return HINTS(lang, diagnose([got], mistakes, EVERY_CASE) or "out_wrong")
+        return HINTS(lang, diagnose([got], by_key([_output_mistakes(h, weight, bias)])) or "out_wrong")
     return correct(
         lang,
         "Cada posición da una distribución sobre el vocabulario que suma 1.",

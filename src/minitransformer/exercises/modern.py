@@ -26,7 +26,6 @@ from ..i18n import tr
 from ..kv_cache import AttentionCache, KVCache
 from ._core import (
     COMMON_HINTS,
-    EVERY_CASE,
     Feedback,
     ForbiddenTool,
     Hints,
@@ -496,8 +495,7 @@ def check_rope(rope: Callable[[Tensor, float], Tensor], lang: str | None = None)
         got = _float_answer(lang, _run(lang, rope, (x.clone(), base), _ROPE_TOOLS, _ROPE_WHY), expected)
         if close(got, expected, atol=1e-4):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        key = diagnose([got], _rope_mistakes(x, base, expected), EVERY_CASE, atol=1e-4)
+        key = diagnose([got], _rope_mistakes(x, base, expected), atol=1e-4)
         if key is not None:
             return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
@@ -579,8 +577,7 @@ def check_swiglu(swiglu: Callable[..., Tensor], lang: str | None = None) -> Feed
     if isinstance(got, Tensor) and got.shape == gate.shape and got.is_floating_point():
         return HINTS(lang, "swiglu_no_down")
     got = _float_answer(lang, got, expected)
-    # EVERY_CASE: one case (the first shape), so the answer is the mistake's output there
-    key = diagnose([got], _swiglu_mistakes(gate, up, W_down), EVERY_CASE, atol=1e-3)
+    key = diagnose([got], _swiglu_mistakes(gate, up, W_down), atol=1e-3)
     if key is not None:
         return HINTS(lang, key)
     if not bool(torch.isfinite(got).all()):
@@ -764,8 +761,7 @@ def check_online_softmax(online_softmax: Callable[[Tensor, int], Tensor], lang: 
             )
         if close(got, expected):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        key = diagnose([got], _online_mistakes(scores, block, expected), EVERY_CASE)
+        key = diagnose([got], _online_mistakes(scores, block, expected))
         if key is not None:
             return HINTS(lang, key)
         if not bool(torch.isfinite(got).all()):
@@ -1036,11 +1032,9 @@ def check_cached_step(cached_step: Callable[..., Tensor], lang: str | None = Non
     if isinstance(runs[first], Unfinished):
         raise runs[first]
     ran = [i for i, r in enumerate(runs) if not isinstance(r, Unfinished)]
-    # EVERY_CASE: each mistake is a whole step a student could write, run on every case that gave an answer
     key = diagnose(
         [runs[i] for i in ran],
         [(k, [gives[i] for i in ran]) for k, gives in _step_mistakes(_STEP_CASES)],
-        EVERY_CASE,
         same=_same_step,
     )
     if key is not None:

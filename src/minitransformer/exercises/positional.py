@@ -18,10 +18,10 @@ from torch import Tensor
 from ..positional import sinusoidal_encoding
 from ._core import (
     COMMON_HINTS,
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
+    by_key,
     close,
     correct,
     diagnose,
@@ -222,9 +222,7 @@ def check_sinusoidal_encoding(encoding: Callable[[int, int], Tensor], lang: str 
             return wrong_shape(lang, got, tuple(want.shape))
         if _close(got, want):
             continue
-        # EVERY_CASE on this case: the cases run in order, and the first one the answer fails decides
-        mistakes = {key: [table] for key, table in _table_mistakes(max_len, d_model).items()}
-        key = diagnose([got], mistakes, EVERY_CASE, same=_close)
+        key = diagnose([got], by_key([_table_mistakes(max_len, d_model)]), same=_close)
         if key is not None:
             return HINTS(lang, key)
         diff = round(float((got.double() - want).abs().max()), 4)

@@ -1,12 +1,12 @@
 """The exercises of every notebook, found by their ids, and their worked solutions shown.
 
-An exercise's id (``"NN.slug"``) is written twice, on its checker and on its worked solution,
-both decorated with ``@exercise("NN.slug")`` (:func:`~._core.exercise`): that is the whole
-registration. The checkers live in the concept modules of this package; the solutions of notebook
-NN in its answer key ``solutions/nbNN.py``, each a plain function ``solution_<stub>`` where
-``<stub>`` is the name of the function the student writes in the notebook; :func:`explain`
-attaches a short explanation in both languages (without it, the docstring is shown). A
-notebook's answer key is imported only when one of its solutions is asked for.
+An exercise's id (``"NN.slug"``) is written twice, on its checker, decorated with
+``@exercise("NN.slug")`` (:func:`~._core.exercise`), and on its worked solution, decorated with
+``@solution("NN.slug", es, en)`` (:func:`solution`, with its short explanation in both languages):
+that is the whole registration. The checkers live in the concept modules of this package; the
+solutions of notebook NN in its answer key ``solutions/nbNN.py``, each a plain function
+``solution_<stub>`` where ``<stub>`` is the name of the function the student writes in the
+notebook. A notebook's answer key is imported only when one of its solutions is asked for.
 
 In a notebook: ``show_solution("01.softmax")`` shows the code and the explanation in the
 notebook's language (the checkers' "not yet" answers say so); ``show_solution("01")`` shows all
@@ -39,6 +39,7 @@ __all__ = [
     "exercises",
     "explain",
     "show_solution",
+    "solution",
     "solution_function",
 ]
 
@@ -65,8 +66,22 @@ def exercises() -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
     return {name: (CHECKERS[name], SOLUTIONS[name]) for name in sorted(SOLUTIONS, key=lambda n: n[:2])}
 
 
+def solution(name: str, es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for the worked solution of exercise ``name`` (``def solution_<stub>``), with its short
+    explanation in Spanish and English: the answer ``show_solution(name)`` shows."""
+
+    def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.__exercise__ = name  # type: ignore[attr-defined]
+        fn.__explanation__ = (es, en)  # type: ignore[attr-defined]
+        SOLUTIONS[name] = fn
+        return fn
+
+    return attach
+
+
 def explain(es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator for a solution: its short explanation in Spanish and English."""
+    """The explanation of a solution registered with ``@exercise`` (notebook 12's answer key, on another branch,
+    until it moves to :func:`solution`)."""
 
     def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.__explanation__ = (es, en)  # type: ignore[attr-defined]
@@ -166,7 +181,7 @@ def _source(fn: Callable[..., Any], lang: str) -> str:
     source = textwrap.dedent(inspect.getsource(fn))
     node = ast.parse(source).body[0]
     lines = source.splitlines()[node.lineno - 1 :]
-    node.decorator_list = []  # @explain is not part of the code shown
+    node.decorator_list = []  # @solution is not part of the code shown
     stub = fn.__name__.removeprefix("solution_")
     lines[0] = lines[0].replace(f"def {fn.__name__}(", f"def {stub}(", 1)
     code = _SWAP.sub(lambda m: m.group(1) if lang == "es" else m.group(2), "\n".join(lines).rstrip())

@@ -26,7 +26,6 @@ from typing import Any
 
 from ..tokenizer import BYTE_ID, ByteBPE, merge, train_bpe, viterbi_split
 from ._core import (
-    EVERY_CASE,
     Feedback,
     Hints,
     Unfinished,
@@ -466,8 +465,7 @@ def _named(answers: list[Any], cases: list[Any], mistakes: list[tuple[Callable[.
         i: [model(*case) if isinstance(case, tuple) else model(case) for case in reached]
         for i, (model, _) in enumerate(mistakes)
     }
-    # EVERY_CASE: each program is a whole way of solving it wrong, and it must explain every answer
-    found = diagnose(answers, bank, EVERY_CASE, same=operator.eq)
+    found = diagnose(answers, bank, same=operator.eq)
     return None if found is None else mistakes[found]
 
 

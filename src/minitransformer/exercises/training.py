@@ -19,7 +19,6 @@ from torch import Tensor
 from ..i18n import tr
 from ..train import noam_lr
 from ._core import (
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
@@ -237,9 +236,8 @@ def check_noam_lr(fn: Callable[[int, int, int], float], lang: str | None = None)
 
     if all(same(v, noam_lr(*case)) for v, case in zip(values, _NOAM_CASES)):
         return correct(lang, "El pico está exactamente en step = warmup.", "The peak is exactly at step = warmup.")
-    # EVERY_CASE: a formula with one branch matches the right one on part of the schedule
     mistakes = {key: [formula(*case) for case in _NOAM_CASES] for key, formula in _NOAM_MISTAKES.items()}
-    key = diagnose(values, mistakes, EVERY_CASE, same=same)
+    key = diagnose(values, mistakes, same=same)
     if key is not None:
         return HINTS(lang, key)
     (step, d_model, warmup), got = next((c, v) for c, v in zip(_NOAM_CASES, values) if not same(v, noam_lr(*c)))
@@ -362,9 +360,8 @@ def check_smoothed_targets(fn: Callable[[Tensor, int, float], Tensor], lang: str
             "Con esta distribución, la entropía cruzada coincide con F.cross_entropy(..., label_smoothing=ε).",
             "With this distribution the cross-entropy equals F.cross_entropy(..., label_smoothing=ε).",
         )
-    # EVERY_CASE: a hard-coded ε or V matches the right answer for one (ε, V) pair only
     mistakes = {key: [formula(*case) for case in _SMOOTH_CASES] for key, formula in _SMOOTH_MISTAKES.items()}
-    key = diagnose(answers, mistakes, EVERY_CASE, atol=1e-6)
+    key = diagnose(answers, mistakes, atol=1e-6)
     if key is not None:
         return HINTS(lang, key)
     sums_ok = all(close(a.double().sum(-1), torch.ones(len(a), dtype=torch.float64), atol=1e-5) for a in answers)

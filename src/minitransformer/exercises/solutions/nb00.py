@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("00.attention_shapes")
-@explain(
+@solution(
+    "00.attention_shapes",
     "Cada mapa tiene una fila por consulta y una columna por clave, y uno por cabeza: (B, H, consultas, "
     "claves). En el codificador el origen se mira a sí mismo (S × S); en la autoatención del decodificador, "
     "el destino a sí mismo (T × T); en la atención cruzada las consultas son del destino y las claves del "
@@ -21,8 +20,8 @@ def solution_attention_shapes(B, S, T, n_heads):
     return (B, n_heads, S, S), (B, n_heads, T, T), (B, n_heads, T, S)
 
 
-@exercise("00.mha_parameters")
-@explain(
+@solution(
+    "00.mha_parameters",
     "Cuatro `nn.Linear(d_model, d_model)`: cada una tiene d_model² pesos y d_model sesgos. Las cabezas se "
     "reparten las columnas de esas mismas matrices, así que el número no depende de `n_heads`: "
     "4·(d_model² + d_model).",

@@ -6,12 +6,11 @@ import math
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("01.softmax")
-@explain(
+@solution(
+    "01.softmax",
     "Restar a cada fila su máximo no cambia la softmax (el factor e^(−máx) se cancela al dividir) y deja "
     "todos los exponentes ≤ 0: `exp` nunca se desborda y el mayor término vale 1, así que la suma nunca es 0. "
     "`keepdim=True` conserva el eje para que la resta y la división se extiendan fila a fila, con o sin lote.",
@@ -25,8 +24,8 @@ def solution_softmax(x):
     return e / e.sum(dim=-1, keepdim=True)
 
 
-@exercise("01.attention_weights")
-@explain(
+@solution(
+    "01.attention_weights",
     "Las puntuaciones son los productos escalares de cada consulta con cada clave, `q @ kᵀ` (T, S); "
     "`transpose(-2, -1)` traspone solo los dos últimos ejes, así que sirve también con lotes. La escala es "
     "√d_k, el tamaño del último eje de `q`, y la softmax va sobre las claves (el último eje).",
@@ -39,8 +38,8 @@ def solution_attention_weights(q, k):
     return torch.softmax(scores, dim=-1)
 
 
-@exercise("01.self_attention")
-@explain(
+@solution(
+    "01.self_attention",
     "Primero las tres proyecciones: Q = x W_Q y K = x W_K (T, d_k), V = x W_V (T, d_v). Las puntuaciones "
     "Q Kᵀ (T, T) se dividen entre √d_k, el ancho de Q y K (no d_model, el de x, ni T, el número de tokens); "
     "la softmax de cada fila reparte 1 entre las claves y esos pesos combinan las filas de V.",

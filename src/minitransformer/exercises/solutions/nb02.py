@@ -8,12 +8,11 @@ import math
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("02.split_heads")
-@explain(
+@solution(
+    "02.split_heads",
     "`view(B, T, H, d_head)` parte el último eje en H bloques contiguos de d_head columnas (la cabeza h "
     "recibe las columnas h·d_head … (h+1)·d_head − 1); `transpose(1, 2)` lleva el eje de las cabezas delante "
     "del de las posiciones. Ver `x` directamente como (B, H, T, d_head) daría la forma correcta con los "
@@ -27,8 +26,8 @@ def solution_split_heads(x, n_heads):
     return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_head)
 
 
-@exercise("02.masked_attention")
-@explain(
+@solution(
+    "02.masked_attention",
     "Las puntuaciones de todas las cabezas salen de un solo `einsum` (B, H, T, S), escaladas por √d_head. "
     "Donde la máscara es False se pone −∞, y la softmax les da peso 0. Una fila sin ninguna clave permitida "
     "sería toda −∞ y daría 0/0 = NaN: esas filas se ponen a cero después de la softmax, y entonces su salida, "
@@ -48,8 +47,8 @@ def solution_masked_attention(q, k, v, mask):
     return weights @ v, weights  # (B, H, T, d_head), (B, H, T, S)
 
 
-@exercise("02.decoder_mask")
-@explain(
+@solution(
+    "02.decoder_mask",
     "Dos máscaras que se combinan con AND (`&`): la de relleno, (B, 1, 1, T), dice qué claves no son `pad_id` "
     "y se extiende a todas las filas; la causal, (T, T), es el triángulo inferior con la diagonal (cada "
     "posición ve a sí misma y a las anteriores). La difusión (broadcasting) da (B, 1, T, T), que se extiende "

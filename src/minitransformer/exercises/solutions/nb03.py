@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("03.sinusoidal")
-@explain(
+@solution(
+    "03.sinusoidal",
     "Sin bucles: las posiciones como columna (max_len, 1) y las frecuencias 1/10000^(2i/d_model) como fila "
     "(d_model/2,) se multiplican por difusión (broadcasting) y dan todos los ángulos a la vez, "
     "(max_len, d_model/2). El seno de cada ángulo va a las columnas pares y el coseno a las impares; los dos "
@@ -30,8 +29,8 @@ def solution_sinusoidal_vectorised(max_len, d_model):
     return pe
 
 
-@exercise("03.interleaved_to_concat")
-@explain(
+@solution(
+    "03.interleaved_to_concat",
     "`interleaved[:, perm]` pone en la columna j la columna `perm[j]` de la intercalada. La concatenada "
     "tiene primero los senos (la intercalada los guarda en las columnas pares 0, 2, 4, …) y después los "
     "cosenos (columnas impares 1, 3, 5, …): `perm` es la lista de los pares seguida de la de los impares, "
@@ -45,8 +44,8 @@ def solution_interleaved_to_concat(d_model):
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (d_model,), long
 
 
-@exercise("03.shift_matrix_concat")
-@explain(
+@solution(
+    "03.shift_matrix_concat",
     "Con ω_i = 1/10000^(2i/d_model), las fórmulas de la suma dan sin((p+k)ω_i) = cos(kω_i)·sin(pω_i) + "
     "sin(kω_i)·cos(pω_i) y cos((p+k)ω_i) = −sin(kω_i)·sin(pω_i) + cos(kω_i)·cos(pω_i). En la disposición "
     "concatenada los senos ocupan la mitad de arriba del vector y los cosenos la de abajo, así que M_k tiene "

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("04.layer_norm")
-@explain(
+@solution(
+    "04.layer_norm",
     "Cada token se normaliza con sus propias D características: media y varianza sobre la última dimensión "
     "(con `keepdim=True` para restar y dividir por difusión). La varianza es la sesgada, dividida entre D "
     "(`unbiased=False`), como en `nn.LayerNorm`; ε va dentro de la raíz, así un token constante no da 0/0. "
@@ -25,8 +24,8 @@ def solution_layer_norm(x, gamma, beta, eps):
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
-@exercise("04.sublayer_connection")
-@explain(
+@solution(
+    "04.sublayer_connection",
     "Post-LN, como en el artículo: primero la subcapa sobre `x`, luego la conexión residual (sumar `x`) y "
     "por último la normalización de la suma: LayerNorm(x + Subcapa(x)). En pre-LN la norma iría antes de la "
     "subcapa: x + Subcapa(LayerNorm(x)).",
@@ -38,8 +37,8 @@ def solution_sublayer_connection(x, sublayer, norm):
     return norm(x + sublayer(x))  # (B, T, D)
 
 
-@exercise("04.rms_norm")
-@explain(
+@solution(
+    "04.rms_norm",
     "RMSNorm no centra: divide cada token entre la raíz de la media de sus cuadrados (sobre la última "
     "dimensión), con ε dentro de la raíz, y multiplica por γ. No hay β.",
     "RMSNorm does not centre: it divides each token by the root of the mean of its squares (over the last "

@@ -8,12 +8,11 @@ import math
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("05.shift_right")
-@explain(
+@solution(
+    "05.shift_right",
     "En la posición t el decodificador lee el token anterior, y[t−1], y debe predecir y[t]: la entrada es "
     "`bos_id` seguido de `y` sin su último token, con la misma forma (B, T) y el mismo dtype que `y`. "
     "`torch.cat` construye un tensor nuevo, así que `y` no cambia.",
@@ -26,8 +25,8 @@ def solution_my_shift_right(y, bos_id):
     return torch.cat([bos, y[:, :-1]], dim=1)  # (B, T)
 
 
-@exercise("05.cross_attention")
-@explain(
+@solution(
+    "05.cross_attention",
     "Las consultas son los vectores del decodificador `x` y las claves y los valores, la memoria: las "
     "puntuaciones `x · memoryᵀ` son (B, T, S), una fila por token de destino. Se dividen entre √D; las claves "
     "de relleno del origen reciben −∞ (la máscara (B, 1, S) se extiende a todas las filas), y la softmax sobre "
@@ -44,8 +43,8 @@ def solution_my_cross_attention(x, memory, src, pad_id):
     return weights @ memory, weights  # (B, T, D), (B, T, S)
 
 
-@exercise("05.decoder_layer")
-@explain(
+@solution(
+    "05.decoder_layer",
     "Tres subcapas, cada una envuelta en su conexión residual y su propia LayerNorm (post-LN): la "
     "autoatención enmascarada con `tgt_mask`; la atención cruzada, con consultas de la salida anterior y "
     "claves y valores de la memoria, con `memory_mask`; y la red prealimentada. Las atenciones devuelven "

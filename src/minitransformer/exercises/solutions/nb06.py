@@ -6,12 +6,11 @@ import math
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("06.embed")
-@explain(
+@solution(
+    "06.embed",
     "Cada id elige su fila de la tabla, `table[tokens]` (B, T, D). El artículo multiplica los embeddings por "
     "√D para que queden en la escala de la codificación posicional, y suma la codificación de cada posición, "
     "0 … T − 1: las T primeras filas de `pe`, que se extienden a todo el lote.",
@@ -24,8 +23,8 @@ def solution_my_embed(tokens, table, pe):
     return table[tokens] * math.sqrt(D) + pe[:T]  # (B, T, D)
 
 
-@exercise("06.model_params")
-@explain(
+@solution(
+    "06.model_params",
     "Una capa del codificador: atención (4 proyecciones D × D con sesgo), red prealimentada (D·F + F + F·D + D) "
     "y 2 LayerNorm de 2D. Una del decodificador: dos atenciones, la red y 3 LayerNorm. Con los pesos "
     "compartidos hay una sola matriz V × D, más el sesgo de la proyección de salida (V). En pre-LN cada pila "
@@ -45,8 +44,8 @@ def solution_my_model_params(V, D, F, N, norm_first):
     return V * D + V + encoder + decoder + final_norms
 
 
-@exercise("06.output_probabilities")
-@explain(
+@solution(
+    "06.output_probabilities",
     "`weight` es (V, D), una fila por token: los logits son `h @ weightᵀ + bias`, (B, T, V), y la softmax sobre "
     "el vocabulario (el último eje) los convierte en probabilidades que suman 1 en cada posición.",
     "`weight` is (V, D), one row per token: the logits are `h @ weightᵀ + bias`, (B, T, V), and the softmax "

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("07.noam_lr")
-@explain(
+@solution(
+    "07.noam_lr",
     "Dos rectas en escala log-log: durante el calentamiento la tasa crece como step · warmup^-1,5 y después "
     "decrece como step^-0,5; `min` elige la menor, y las dos se cruzan justo en step = warmup. El factor "
     "d_model^-0,5 hace la tasa más pequeña en modelos más anchos.",
@@ -21,8 +20,8 @@ def solution_my_noam_lr(step, d_model, warmup):
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-@exercise("07.shift_targets")
-@explain(
+@solution(
+    "07.shift_targets",
     "La entrada del decodificador empieza con <bos> y la salida que debe predecir termina con <eos>: en la "
     "posición t lee tgt_in[t] y debe predecir tgt_out[t], el token siguiente. Las dos son listas nuevas de la "
     "misma longitud, len(ids) + 1; `ids` no cambia (`insert` o `append` la modificarían y devuelven `None`).",
@@ -34,8 +33,8 @@ def solution_my_shift_targets(ids, bos_id, eos_id):
     return [bos_id] + ids, ids + [eos_id]
 
 
-@exercise("07.smoothed_targets")
-@explain(
+@solution(
+    "07.smoothed_targets",
     "El suavizado quita ε a la clase correcta y lo reparte a partes iguales entre las V clases (la correcta "
     "incluida): la correcta recibe 1 − ε + ε/V y cada una de las demás ε/V. Es exactamente la distribución "
     "con la que `F.cross_entropy(..., label_smoothing=ε)` calcula la pérdida.",

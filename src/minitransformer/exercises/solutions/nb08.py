@@ -6,12 +6,11 @@ import math
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("08.strongest_head")
-@explain(
+@solution(
+    "08.strongest_head",
     "Apilar los mapas da un tensor (L, 1, H, T, T); el peso de la posición `query` hacia la posición `key` en "
     "cada capa y cabeza es la entrada [:, 0, :, query, key], una matriz (L, H). `argmax` sobre la matriz "
     "aplanada da un índice l·H + h, y `divmod` lo separa en (capa, cabeza).",
@@ -25,8 +24,8 @@ def solution_strongest_head(maps, query, key):
     return layer, head
 
 
-@exercise("08.attention_row")
-@explain(
+@solution(
+    "08.attention_row",
     "Una fila de la atención: el producto escalar de la consulta con cada clave, `k @ q` (S,), dividido entre "
     "√d_head, y la softmax sobre las S claves para que los pesos sumen 1.",
     "One row of attention: the dot product of the query with each key, `k @ q` (S,), divided by √d_head, and "

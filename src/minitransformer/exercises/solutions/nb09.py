@@ -6,12 +6,11 @@ import math
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("09.top_k")
-@explain(
+@solution(
+    "09.top_k",
     "Ordena cada fila de mayor a menor y toma el k-ésimo logit: todo lo que queda por debajo pasa a -inf y "
     "la softmax le dará probabilidad 0. Los empates con el k-ésimo se quedan, como en la función del paquete.",
     "Sort each row from largest to smallest and take the k-th logit: everything below it becomes -inf and the "
@@ -23,8 +22,8 @@ def solution_my_top_k(logits, k):
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
-@exercise("09.top_p")
-@explain(
+@solution(
+    "09.top_p",
     "Ordena las probabilidades de mayor a menor y suma: un token se queda si la masa de los más probables que "
     "él aún no llega a p. Así el primero siempre se queda y el conjunto es el más pequeño cuya masa alcanza p. "
     "`scatter` devuelve la decisión al orden del vocabulario.",
@@ -44,8 +43,8 @@ def solution_my_top_p(logits, p):
     return logits.masked_fill(~keep, float("-inf"))
 
 
-@exercise("09.cached_attention")
-@explain(
+@solution(
+    "09.cached_attention",
     "Las claves y los valores nuevos se añaden al final de la caché (dimensión 2, la de las posiciones); las "
     "consultas nuevas miran a todo lo guardado y, entre las nuevas, solo hacia atrás: la consulta i ve las "
     "posiciones 0 … S + i, una máscara triangular desplazada S columnas.",

@@ -8,12 +8,11 @@ import torch
 
 from ...attention import scaled_dot_product_attention
 from ...modern import apply_rope, rope_cos_sin
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("10.rope")
-@explain(
+@solution(
+    "10.rope",
     "Cada par de dimensiones (2i, 2i+1) es un punto del plano que se gira un ángulo p · base^(−2i/Dh), con p la "
     "posición: el primer elemento del par pasa a x·cos − y·sen y el segundo a x·sen + y·cos, los dos calculados con "
     "los valores de antes de girar. Los pares bajos giran deprisa y los altos despacio, como las frecuencias de la "
@@ -35,8 +34,8 @@ def solution_rope(x, base):
     return out
 
 
-@exercise("10.swiglu")
-@explain(
+@solution(
+    "10.swiglu",
     "Dos proyecciones de x: la de W_gate pasa por SiLU(z) = z · sigmoid(z) y hace de compuerta, la de W_up lleva el "
     "contenido; se multiplican elemento a elemento y W_down vuelve a d_model. Con `@`, que multiplica el último "
     "eje, vale para x de cualquier forma (…, D). Los comentarios dan la forma de cada tensor.",
@@ -49,8 +48,8 @@ def solution_swiglu(x, W_gate, W_up, W_down):
     return (gate * torch.sigmoid(gate) * (x @ W_up)) @ W_down  # (..., D)
 
 
-@exercise("10.online_softmax")
-@explain(
+@solution(
+    "10.online_softmax",
     "Recorre las columnas por bloques llevando el máximo m y la suma l de exp(s − m) vistos hasta ahora; m empieza "
     "en −∞ y l en 0. Cuando un bloque trae un máximo mayor, la suma vieja se reescala con exp(m − m_nuevo) antes de "
     "sumarle el bloque. Al final, exp(s − m) / l es la softmax, sin haber mirado nunca más de un bloque a la vez "
@@ -71,8 +70,8 @@ def solution_online_softmax(scores, block_size):
     return torch.exp(scores - m) / l  # (R, S)
 
 
-@exercise("10.cached_step")
-@explain(
+@solution(
+    "10.cached_step",
     "La caché ya guarda S = len(cache) posiciones, así que los T tokens nuevos están en las posiciones S, S + 1, "
     "…, S + T − 1: ahí se giran `q` y `k` (con las cabezas delante de los tokens, como pide `apply_rope`), y eso se "
     "toma antes de añadir nada. La caché recibe las claves giradas, que no se vuelven a girar nunca, y los valores "

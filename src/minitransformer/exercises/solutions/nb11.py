@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("11.decode_stream")
-@explain(
+@solution(
+    "11.decode_stream",
     "Los bytes que llegan se juntan con los guardados. Entre los tres últimos se busca el byte inicial del último "
     "carácter (el primero que no es de continuación, 10xxxxxx): su forma dice cuántos bytes tiene el carácter, y si "
     'aún faltan se guarda desde él; lo de antes se decodifica ya, con errors="replace" para los bytes que no '
@@ -38,8 +37,8 @@ def solution_my_decode_stream(token_bytes):
     return pieces
 
 
-@exercise("11.viterbi")
-@explain(
+@solution(
+    "11.viterbi",
     "`best[i]` es la mejor puntuación de `text[:i]`: la partición de los i primeros caracteres acaba en un trozo "
     "`text[j:i]` del vocabulario, y antes lleva la mejor partición de `text[:j]`, así que `best[i]` es el máximo de "
     "`best[j] + log_prob[text[j:i]]`. `back[i]` recuerda de qué `j` vino, y la partición se lee desde el final "
@@ -68,8 +67,8 @@ def solution_my_viterbi(text, log_prob):
     return pieces[::-1]
 
 
-@exercise("11.encode")
-@explain(
+@solution(
+    "11.encode",
     "El texto pasa a bytes UTF-8 y cada byte a su id con `BYTE_ID`; después cada fusión, en el orden en que se "
     "aprendió, sustituye todas las apariciones de su par. Una fusión aprendida tarde puede usar tokens que "
     "crearon las anteriores, por eso el orden importa.",

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("13.ov_circuit")
-@explain(
+@solution(
+    "13.ov_circuit",
     "La fila s sigue el camino del token s cuando la cabeza lo atiende: su embedding `W_E[s]`, la ganancia γ de la "
     "norma del bloque (RMSNorm multiplica cada dimensión por la suya; su 1/rms es un número positivo por posición "
     "que no cambia qué logit sube más), las filas de la cabeza en `W_v` (lo que lee), sus columnas en `W_o` (lo "
@@ -34,8 +33,8 @@ def solution_my_ov_circuit(model, layer, head):
         return (out * model.norm.weight) @ model.lm_head.weight.T  # (V, V)
 
 
-@exercise("13.induction_score")
-@explain(
+@solution(
+    "13.induction_score",
     "Desde la posición P, el token t ya apareció en t − P, t − 2P, …, y tras cada aparición vino el token de "
     "t − P + 1, t − 2P + 1, …: ahí mira una cabeza de inducción. Para cada t ≥ P se suma la atención a esas "
     "posiciones (las que son ≥ 1), y la suma se promedia sobre las T − P posiciones t = P … T − 1. "
@@ -54,8 +53,8 @@ def solution_my_induction_score(pattern, period):
     return total / (T - period)  # «media sobre t = P … T − 1|mean over t = P … T − 1»
 
 
-@exercise("13.ablate_head")
-@explain(
+@solution(
+    "13.ablate_head",
     "W_o recibe las salidas de las cabezas una tras otra, (B, T, H · Dh), y la cabeza `head` ocupa las posiciones "
     "`head * Dh` a `(head + 1) * Dh`. Un gancho previo en W_o (`register_forward_pre_hook`) recibe esa entrada "
     "antes de la proyección y devuelve una copia con ese trozo a cero: la cabeza no escribe nada en el flujo "
