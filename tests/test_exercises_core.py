@@ -21,8 +21,8 @@ import pytest
 import torch
 from feedback_asserts import assert_junk_never_crashes
 
-from minitransformer.exercises import attempt, checker, correct, not_yet
-from minitransformer.exercises._core import SOLUTIONS, close, exercise, forbid, loops_in, num
+from minitransformer.exercises import attempt, checker, correct, not_yet, registry
+from minitransformer.exercises._core import SOLUTIONS, close, forbid, loops_in, num
 from minitransformer.exercises.registry import (
     check_solution,
     exercise_of,
@@ -377,7 +377,7 @@ def test_an_unknown_exercise_is_a_course_error_that_lists_the_notebooks_exercise
 
 
 def test_an_exercise_is_registered_by_its_id_on_the_solution():
-    @exercise("99.double")
+    @registry.solution("99.double", "Dos veces.", "Twice.")
     def solution_double(x):
         return torch.cat([x, x])
 

@@ -44,7 +44,6 @@ __all__ = [
     "close",
     "correct",
     "dtype_name",
-    "EVERY_CASE",
     "by_key",
     "diagnose",
     "forbid",
@@ -259,15 +258,9 @@ def close(a: Any, b: Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     return bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
 
 
-# Notebook 12's checkers (exercises/compression.py) still pass it as diagnose's third argument; once they no longer
-# do, it goes.
-EVERY_CASE = "every case"
-
-
 def diagnose(
     answers: Sequence[Any],
     mistakes: Mapping[K, Sequence[Any]] | Iterable[tuple[K, Sequence[Any]]],
-    _policy: str = EVERY_CASE,
     /,
     *,
     same: Callable[[Any, Any], bool] | None = None,
@@ -280,8 +273,6 @@ def diagnose(
     that a mistake is named only when it explains every answer. ``same(answer, what_the_mistake_gives)``
     compares; by default :func:`close` with ``tol``. Where a mistake does not apply to a case it gives ``None``.
     """
-    if _policy != EVERY_CASE:
-        raise ValueError(f"unknown policy {_policy!r}")
     same = same or functools.partial(close, **tol)
     for key, gives in mistakes.items() if isinstance(mistakes, Mapping) else mistakes:
         if answers and all(gives[i] is not None and same(answers[i], gives[i]) for i in range(len(answers))):
@@ -659,10 +650,6 @@ def exercise(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """
 
     def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if fn.__name__.startswith("solution_"):  # notebook 12's answer key, on another branch, until it uses @solution
-            fn.__exercise__ = name  # type: ignore[attr-defined]
-            SOLUTIONS[name] = fn
-            return fn
         wrapped = checker(fn, name)
         wrapped.__exercise__ = name  # type: ignore[attr-defined]
         CHECKERS[name] = wrapped

@@ -29,10 +29,10 @@ from ..i18n import tr
 from ..modern import ModernConfig, ModernTransformer
 from ..sampling import next_token_probs, top_p_filter
 from ._core import (
-    EVERY_CASE,
     Feedback,
     Hints,
     attempt,
+    by_key,
     correct,
     diagnose,
     exercise,
@@ -419,10 +419,7 @@ def check_bits_per_byte(bits_per_byte: Callable[[float, int, str], float], lang:
         got = [attempt(lang, bits_per_byte, *case) for case in _BPB_CASES]
     answers = [_number(lang, g) for g in got]
     if not all(_same(got, want) for got, want in zip(answers, right)):
-        # EVERY_CASE: each mistake is a whole function a student could write, run on every case
-        bank = [_bpb_mistakes(*case) for case in _BPB_CASES]
-        mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
-        key = diagnose(answers, mistakes, EVERY_CASE, same=_same)
+        key = diagnose(answers, by_key([_bpb_mistakes(*case) for case in _BPB_CASES]), same=_same)
         first = next(i for i, (got, want) in enumerate(zip(answers, right)) if not _same(got, want))
         if key == "bpb_characters":  # named where characters are not bytes
             first = next(i for i, (_, _, text) in enumerate(_BPB_CASES) if len(text) != len(text.encode("utf-8")))
@@ -554,10 +551,8 @@ def check_narrow(narrow: Callable[[int, int, int, int, int], tuple[int, int]], l
     with forbid(_NARROW_TOOLS, *_NARROW_WHY):
         answers = [_pair(lang, attempt(lang, narrow, *case)) for case in _NARROW_CASES]
     if answers != right:
-        # EVERY_CASE: each mistake is a whole function a student could write, run on every case
-        bank = [_narrow_mistakes(*case) for case in _NARROW_CASES]
-        mistakes = [(key, [gives[j][1] for gives in bank]) for j, (key, _) in enumerate(bank[0])]
-        key = diagnose(answers, mistakes, EVERY_CASE, same=lambda a, b: tuple(a) == tuple(b))
+        bank = by_key([_narrow_mistakes(*case) for case in _NARROW_CASES])
+        key = diagnose(answers, bank, same=lambda a, b: tuple(a) == tuple(b))
         if key is None and any(isinstance(x, float) for pair in answers for x in pair):
             key = "narrow_float"
         first = next(i for i, (got, want) in enumerate(zip(answers, right)) if got != want)
@@ -769,8 +764,7 @@ def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> F
             continue
         key = diagnose(  # the mistakes drawn by a model the student's code never touched
             [ids],
-            [(k, [v]) for k, v in _sample_mistakes(_tiny_model(flat), prompt, n, t, p, seed)],
-            EVERY_CASE,
+            by_key([_sample_mistakes(_tiny_model(flat), prompt, n, t, p, seed)]),
             same=lambda a, b: a == b,
         )
         if key is None and torch.equal(before, generator.get_state()):

@@ -37,7 +37,6 @@ __all__ = [
     "check_solution",
     "exercise_of",
     "exercises",
-    "explain",
     "show_solution",
     "solution",
     "solution_function",
@@ -74,17 +73,6 @@ def solution(name: str, es: str, en: str) -> Callable[[Callable[..., Any]], Call
         fn.__exercise__ = name  # type: ignore[attr-defined]
         fn.__explanation__ = (es, en)  # type: ignore[attr-defined]
         SOLUTIONS[name] = fn
-        return fn
-
-    return attach
-
-
-def explain(es: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The explanation of a solution registered with ``@exercise`` (notebook 12's answer key, on another branch,
-    until it moves to :func:`solution`)."""
-
-    def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
-        fn.__explanation__ = (es, en)  # type: ignore[attr-defined]
         return fn
 
     return attach

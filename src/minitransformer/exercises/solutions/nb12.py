@@ -9,12 +9,11 @@ import math
 import torch
 
 from ...sampling import sample_next_token
-from .._core import exercise
-from ..registry import explain
+from ..registry import solution
 
 
-@exercise("12.bits_per_byte")
-@explain(
+@solution(
+    "12.bits_per_byte",
     "La pérdida media por token por el número de tokens da los nats de todo el texto; entre ln 2, sus bits (un "
     "bit son ln 2 ≈ 0,693 nats); entre los bytes UTF-8 del texto, los bits por byte. Los bytes se cuentan con "
     '`len(text.encode("utf-8"))`, no con `len(text)`: en español, «ñ» o «é» son un carácter y dos bytes.',
@@ -29,8 +28,8 @@ def solution_bits_per_byte(nats_per_token, n_tokens, text):
     return total_nats / math.log(2) / n_bytes
 
 
-@exercise("12.interval_narrowing")
-@explain(
+@solution(
+    "12.interval_narrowing",
     "El intervalo tiene `high - low + 1` enteros (los dos extremos cuentan). Al símbolo le toca la parte que sus "
     "cuentas ocupan en el total: empieza `width * start // total` enteros después de `low` y acaba justo antes "
     "de donde empezaría el siguiente símbolo, `width * stop // total`. Los dos extremos salen del intervalo de "
@@ -49,8 +48,8 @@ def solution_narrow_interval(low, high, start, stop, total):
     return new_low, new_high
 
 
-@exercise("12.sample_with_cache")
-@explain(
+@solution(
+    "12.sample_with_cache",
     "La caché se crea una vez. El primer paso pasa el prompt entero, de forma (1, T), y guarda sus claves y "
     "valores; cada paso siguiente pasa solo el token que acaba de salir, de forma (1, 1). De los logits se usa la "
     "última posición, y `sample_next_token` aplica la temperatura, después top-p, y sortea con `generator`: los "
