@@ -160,6 +160,30 @@ def test_the_live_curve_draws_only_in_a_notebook_and_keeps_every_point(monkeypat
     assert len(shown) == 2 and all(list(b) == ["image/png"] and b["image/png"][:4] == b"\x89PNG" for b in shown)
 
 
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_the_live_curve_writes_its_numbers_the_readers_way(lang):
+    import matplotlib.pyplot as plt
+
+    from minitransformer.i18n import language, set_language
+
+    before = language()
+    set_language(lang)
+    try:
+        curve = LiveCurve(False, {"train": "training"}, ylabel="bits per byte", steps=10)
+        curve.update(0, {"train": 3.25})
+        curve.update(10, {"train": 1.5})
+        fig = curve.figure()
+        fig.canvas.draw()
+        ticks = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+        legend = fig.axes[0].get_legend().get_texts()[0].get_text()
+        plt.close(fig)
+    finally:
+        set_language(before)
+    mark, other = (",", ".") if lang == "es" else (".", ",")
+    assert any(mark in t for t in ticks) and not any(other in t for t in ticks), ticks
+    assert legend == f"training: 1{mark}50"
+
+
 @pytest.mark.slow
 def test_the_longer_run_script_writes_a_curve_that_loads(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("prose_runs", ROOT / "tools" / "prose_runs.py")

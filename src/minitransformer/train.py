@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .data import Batch, NumberTranslation, Vocab
-from .i18n import decimal, error, say
+from .i18n import decimal, decimal_commas, error, say
 from .model import Transformer, TransformerConfig
 from .runtime import default_device, eval_mode
 
@@ -288,11 +288,11 @@ class LiveCurve:
         if self.enabled:
             self._draw()
 
-    def _draw(self) -> None:
-        import io
-
+    def figure(self):
+        """The figure as it stands: every curve so far, its last value in the legend, the numbers written the
+        package's language's way (3,5 in Spanish)."""
         import matplotlib.pyplot as plt
-        from IPython.display import display
+        from matplotlib.ticker import FuncFormatter
 
         fig, ax = plt.subplots(figsize=(8, 3.6))
         for key, label in self.labels.items():
@@ -304,7 +304,17 @@ class LiveCurve:
         ax.set_ylabel(self.ylabel)
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: decimal_commas(f"{value:g}")))
         fig.tight_layout()
+        return fig
+
+    def _draw(self) -> None:
+        import io
+
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        fig = self.figure()
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=80)
         plt.close(fig)
