@@ -222,7 +222,8 @@ def test_lab_settings_for_a_projector(tmp_path):
     # the values are valid for the installed JupyterLab's schema
     schema_dir = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / "@jupyterlab" / "apputils-extension"
     schema = json.loads((schema_dir / "notification.json").read_text(encoding="utf-8"))
-    assert notification["fetchNews"] in [o["const"] for o in schema["properties"]["fetchNews"]["oneOf"]]
+    fetch = schema["properties"]["fetchNews"]  # JupyterLab 4.1 lists the values in "enum", later ones in "oneOf"
+    assert notification["fetchNews"] in fetch.get("enum", [o["const"] for o in fetch.get("oneOf", [])])
     assert schema["properties"]["checkForUpdates"]["type"] == "boolean"
     # the server's file turns nbclassic's extension off, and is read after nbclassic's own (name order)
     assert json.loads(server.read_text(encoding="utf-8")) == {
