@@ -584,6 +584,7 @@ _SAMPLE_CASES = [
     ([30], 6, 0.5, 0.95, 3, False),
     ([9, 9, 12, 40, 2], 12, 1.0, 0.6, 4, False),
     ([3, 8, 1], 12, 1.0, 0.5, 5, True),
+    ([4, 11], 12, 2.0, 0.5, 6, True),  # a hot, flat case: top-p before the temperature keeps other tokens
 ]
 
 
