@@ -60,3 +60,12 @@ def test_the_device_is_chosen_in_one_place(monkeypatch):
     monkeypatch.setenv(runtime.DEVICE_ENV, "cuda")
     with pytest.raises(CourseError):
         runtime.default_device()
+
+
+def test_machine_records_the_cpu_the_cores_the_threads_and_the_versions():
+    from minitransformer.runtime import cpu_threads, machine
+
+    with cpu_threads(1):
+        found = machine()
+    assert set(found) == {"cpu", "cores", "threads", "python", "torch", "system"}
+    assert found["cpu"] and found["threads"] == 1 and found["torch"] == torch.__version__

@@ -37,8 +37,6 @@ import argparse
 import dataclasses
 import datetime
 import json
-import os
-import platform
 import shlex
 import sys
 import time
@@ -47,30 +45,11 @@ from pathlib import Path
 import torch
 
 from minitransformer.course.induction import INDUCTION_RECIPE, SEED_RECORD, measure_run, train_induction_model
+from minitransformer.runtime import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVELOPMENT = [0, 1, 2, 3, 4, 5, 404, 606]
 VERIFICATION = [3001, 3002, 3003, 3004, 3005, 3006, 3007, 3008, 3009, 3010, 3011, 3012]
-
-
-def machine() -> dict:
-    """The CPU's model name, its cores, the threads, and the versions that set the numbers."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "system": platform.system(),
-    }
 
 
 def main(argv: list[str] | None = None) -> None:

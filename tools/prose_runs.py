@@ -41,7 +41,6 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -83,29 +82,9 @@ from minitransformer.course.language_model import (
     validation_split,
 )
 from minitransformer.course.numerics import PROFILE
-from minitransformer.runtime import THREADS_ENV
+from minitransformer.runtime import THREADS_ENV, machine
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def machine() -> dict:
-    """The CPU's model name, its cores, the threads, and the versions that set the numbers."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "system": platform.system(),
-    }
 
 
 def baselines() -> dict:

@@ -47,7 +47,7 @@ import numbers
 import random
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from .i18n import error
-from .runtime import eval_mode
+from .runtime import cpu_threads, eval_mode
 
 __all__ = [
     "COMPRESSORS",
@@ -1068,19 +1068,6 @@ def _fingerprint(models: list[torch.nn.Module], settings: CodingSettings, weight
     return crc
 
 
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """The coder's models run on one CPU thread, the caller's count given back afterwards: their inputs are one short
-    window at a time, which more threads only slow down (measured: several times slower with two threads on a busy
-    two-core machine), and with one thread the bits do not depend on how many threads the machine has."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _coding_copies(models: torch.nn.Module | Sequence[torch.nn.Module]) -> list[torch.nn.Module]:
     """Copies on the CPU, whatever device the models are on: the caller's models are left as they were, and the
     steps a model takes as it codes must be repeated bit for bit by the decoder, which CUDA's backward passes,
@@ -1152,7 +1139,8 @@ def compress_with_model(
             report.count_bits -= math.log2(int(counts[token]) / FREQUENCY_TOTAL)
         return token
 
-    with _one_thread():
+    # one thread: the bits must not depend on how many threads the machine has (nor do short windows gain from more)
+    with cpu_threads(1):
         _lockstep(models, settings, weights, everything, len(start), len(ids), code, report)
     return header + coder.finish()
 
@@ -1222,7 +1210,7 @@ def decompress_with_model(
                 report.count_bits -= math.log2(int(counts[token]) / FREQUENCY_TOTAL)
             return token
 
-        with _one_thread():
+        with cpu_threads(1):  # as the encoder
             _lockstep(models, settings, weights, ids, len(start), n_tokens, code, report)
     text = tokenizer.decode(ids[len(start) :])
     if tokens is None and zlib.crc32(text.encode("utf-8")) != crc:

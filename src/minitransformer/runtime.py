@@ -17,9 +17,11 @@ setup cell asks for without editing a notebook:
 from __future__ import annotations
 
 import os
+import platform
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,6 +39,7 @@ __all__ = [
     "default_device",
     "eval_mode",
     "cpu_threads",
+    "machine",
 ]
 
 SEED_ENV = "MINITRANSFORMER_SEED"
@@ -147,3 +150,24 @@ def cpu_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def machine() -> dict:
+    """What a stored run records of the machine it ran on: the CPU's model name, its cores, PyTorch's thread count,
+    and the versions that set the numbers (Python, torch, the system)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "system": platform.system(),
+    }
