@@ -357,9 +357,29 @@ def click_live_option(page: DevTools, index: int | str, which: int, label: str) 
         )
 
 
-def move_live_slider(page: DevTools, index: int | str, which: int, fraction: float) -> None:
-    g = slider_geometry(page, index, which)
-    page.drag((g["x"], g["y"]), (g["left"] + fraction * (g["right"] - g["left"]), g["y"]))
+def move_live_slider(page: DevTools, index: int | str, which: int, fraction: float, tries: int = 3) -> None:
+    """Drag slider ``which`` to ``fraction`` of its track, as a hand does. The handle is measured once it has stopped
+    moving (a slide that is still settling, or an image that loads above it, moves it); a drag that the slider did
+    not take (its readout unchanged) is made again, as a hand would, up to ``tries`` times."""
+    state = live_state(page, index)
+    before = state["readouts"][which] if state and len(state["readouts"]) > which else None
+    for attempt in range(tries):
+        g, previous, deadline = None, None, time.monotonic() + 20
+        while time.monotonic() < deadline:
+            g = slider_geometry(page, index, which)
+            if g == previous:
+                break
+            previous = g
+            time.sleep(0.4)
+        page.drag((g["x"], g["y"]), (g["left"] + fraction * (g["right"] - g["left"]), g["y"]))
+        deadline = time.monotonic() + 10 * (attempt + 1)
+        while before is not None and time.monotonic() < deadline:
+            state = live_state(page, index)
+            if state and len(state["readouts"]) > which and state["readouts"][which] != before:
+                return
+            time.sleep(0.3)
+        if before is None:
+            return
 
 
 def run_above(page: DevTools, marker: str) -> None:
