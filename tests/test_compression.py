@@ -4,6 +4,7 @@ window against per-token brute force, and the errors in both languages."""
 from __future__ import annotations
 
 import bz2
+import copy
 import gzip
 import lzma
 import math
@@ -296,6 +297,12 @@ BAD = [
     (lambda: compressed_bits_per_byte(b"x", method="lz4"), "desconocido", "unknown"),
     (lambda: unigram_bits_per_byte(b"abc", ""), "held está vacío", "held is empty"),
     (lambda: unigram_bits_per_byte(3, b"a"), "str) o bytes", "str) or bytes"),
+    (lambda: model_bits_per_byte([], range(9), 9, context=4, stride=2), "lista de ellos", "list of them"),
+    (
+        lambda: model_bits_per_byte([Fixed(torch.zeros(9))] * 2, range(9), 9, context=4, stride=2, weights=[1.0]),
+        "2 números > 0",
+        "2 numbers > 0",
+    ),
     (lambda: ByteNGram(0), "entre 1 y 8", "from 1 to 8"),
     (lambda: ByteNGram(MAX_ORDER + 1), "entre 1 y 8", "from 1 to 8"),
     (lambda: ByteNGram(2.5), "entre 1 y 8", "from 1 to 8"),
@@ -548,6 +555,42 @@ def test_the_static_files_ideal_is_the_sliding_window_measure(tiny):
     assert report.model_bits / n_bytes == pytest.approx(measured, rel=1e-5)
 
 
+def test_a_mixtures_static_ideal_is_the_sliding_window_measure_of_the_mixture(tiny):
+    """Several models: model_bits_per_byte mixes their probabilities as the coder does, with the same weights."""
+    model, tokenizer = tiny
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.mul_(1.5)  # another model: sharper where the first is flat
+    ids = tokenizer.encode("\n\n") + tokenizer.encode(SAMPLE)
+    n_bytes, start = len(SAMPLE.encode()), len(tokenizer.encode("\n\n"))
+    measured = {}
+    for weights in (None, [0.2, 0.8]):
+        report = CodingReport()
+        compress_with_model(SAMPLE, [model, other], tokenizer, STATIC, weights=weights, report=report)
+        measured[weights is None] = model_bits_per_byte(
+            [model, other], ids, n_bytes, context=16, stride=8, start=start, weights=weights
+        )
+        assert report.model_bits / n_bytes == pytest.approx(measured[weights is None], rel=1e-5)
+    assert measured[True] != pytest.approx(measured[False], rel=1e-3)  # the weights are used
+    alone = model_bits_per_byte(model, ids, n_bytes, context=16, stride=8, start=start)
+    assert model_bits_per_byte([model, model], ids, n_bytes, context=16, stride=8, start=start) == pytest.approx(
+        alone, rel=1e-6
+    )
+
+
+@pytest.mark.parametrize("context, stride, start", [(4, 1, 0), (7, 3, 2), (32, 31, 9)])
+def test_a_mixture_scores_each_token_once_with_the_mixed_probability(context, stride, start):
+    n = 33
+    g = torch.Generator().manual_seed(n)
+    a, b = torch.randn(n, generator=g, dtype=torch.float64), torch.randn(n, generator=g, dtype=torch.float64)
+    mixed = 0.3 * torch.softmax(a, 0) + 0.7 * torch.softmax(b, 0)  # (n,) the probability of each token
+    got = model_bits_per_byte(
+        [Fixed(a), Fixed(b)], torch.arange(n), 1, context=context, stride=stride, start=start, weights=[0.3, 0.7]
+    )
+    assert got == pytest.approx(-mixed.log()[max(start, 1) :].sum().item() / math.log(2), rel=1e-6)
+
+
 def test_padding_after_a_window_changes_nothing_before_it(tiny):
     model, _ = tiny
     g = torch.Generator().manual_seed(5)
@@ -626,17 +669,24 @@ def damaged(blob: bytes):
         yield f"header byte {i} changed", blob[:i] + bytes([blob[i] ^ 0x10]) + blob[i + 1 :]
 
 
+@pytest.mark.slow
 def test_every_damage_is_an_error_or_the_right_text_never_a_wrong_one_nor_a_hang(tiny):
+    """Every damage of a file (each decoded in full: a wrong token leads to more, until the CRC-32 catches them).
+    The text is the sample's first 240 characters, a file of about 190 bytes, so that each damage decodes
+    quickly; a bit is flipped every 37 bits (static) or 61 (learning), strides prime to 8 so that every bit position
+    of a byte is hit."""
     model, tokenizer = tiny
-    n = len(tokenizer.encode(SAMPLE))
+    short = SAMPLE[:240]
+    n = len(tokenizer.encode(short))
     for settings in (STATIC, ADAPTING):
-        blob = compress_with_model(SAMPLE, model, tokenizer, settings)
+        blob = compress_with_model(short, model, tokenizer, settings)
         cases = list(damaged(blob))
-        step = 29 if settings is STATIC else 151
+        step = 37 if settings is STATIC else 61
         cases += [
             (f"bit {i} flipped", blob[: i // 8] + bytes([blob[i // 8] ^ (1 << (i % 8))]) + blob[i // 8 + 1 :])
             for i in range(17 * 8, len(blob) * 8, step)
         ]
+        assert len({name for name, _ in cases}) == len(cases) > 30
         errors = 0
         for name, bad in cases:
             report = CodingReport()
@@ -645,7 +695,7 @@ def test_every_damage_is_an_error_or_the_right_text_never_a_wrong_one_nor_a_hang
             except CourseError:
                 errors += 1
             else:
-                assert text == SAMPLE, name  # a flip in the last byte's padding changes nothing
+                assert text == short, name  # a flip in the last byte's padding changes nothing
             assert len(report.row_hashes) <= n, name  # never past the tokens the header counts: no hang
         assert errors >= len(cases) - 2
 

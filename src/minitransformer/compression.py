@@ -784,7 +784,7 @@ def _check_positive(value: int, name: str) -> int:
 
 @torch.no_grad()
 def model_bits_per_byte(
-    model: torch.nn.Module,
+    model: torch.nn.Module | Sequence[torch.nn.Module],
     ids: Sequence[int] | Tensor,
     n_bytes: int,
     *,
@@ -792,6 +792,7 @@ def model_bits_per_byte(
     stride: int,
     start: int = 0,
     batch_size: int = 64,
+    weights: Sequence[float] | None = None,
 ) -> float:
     """A language model's loss on a text in bits per byte, scored with a sliding window.
 
@@ -806,17 +807,23 @@ def model_bits_per_byte(
     it; a larger stride is faster and sees less context.
 
     Args:
-        model: maps (B, T) ids to logits (B, T, V); run in eval mode on its own device.
+        model: maps (B, T) ids to logits (B, T, V); run in eval mode on its own device. Or several models (on
+            one device), whose probabilities are mixed, ``Σ weights[i] · p_i``, as :func:`compress_with_model`
+            mixes them: then the ideal size of its static file (without the counts' rounding).
         ids: the text's token ids, (N,).
         n_bytes: the UTF-8 bytes of the scored tokens' text.
         context: T, the window length (at most the model's ``max_len``).
         stride: how far a window moves, 1 ≤ stride ≤ context.
         start: the index of the first token to score.
         batch_size: windows per forward pass.
+        weights: the mixture's, one per model, adding up to 1 (equal weights by default).
 
     Returns:
-        the total loss of the scored tokens (log_softmax in float32, summed in float64) / ln 2 / ``n_bytes``.
+        the total loss of the scored tokens (log_softmax in float32, or the log of the mixed softmaxes, summed in
+        float64) / ln 2 / ``n_bytes``.
     """
+    models = _as_models(model)
+    weights = _mixture_weights(weights, len(models))
     context = _check_positive(context, "context")
     stride = _check_positive(stride, "stride")
     batch_size = _check_positive(batch_size, "batch_size")
@@ -840,7 +847,7 @@ def model_bits_per_byte(
             f"there is no token to score: {len(ids)} ids and start = {start}",
         )
     try:
-        device = next(model.parameters()).device
+        device = next(models[0].parameters()).device
     except StopIteration:
         device = torch.device("cpu")
     ids = ids.long().to(device)
@@ -848,7 +855,9 @@ def model_bits_per_byte(
     windows = _sliding_windows(pairs, first, context, stride)  # (begin, end, the first pair it scores)
 
     total = torch.zeros((), dtype=torch.float64, device=device)
-    with eval_mode(model):
+    with contextlib.ExitStack() as modes:
+        for m in models:
+            modes.enter_context(eval_mode(m))
         full = [w for w in windows if w[1] - w[0] == context]
         short = [w for w in windows if w[1] - w[0] < context]  # the last window only, if any
         groups = [full[i : i + batch_size] for i in range(0, len(full), batch_size)] + [[w] for w in short]
@@ -858,11 +867,14 @@ def model_bits_per_byte(
             begins = torch.tensor([w[0] for w in group], device=device)  # (B,)
             scored_from = torch.tensor([w[2] for w in group], device=device)  # (B,)
             where = begins[:, None] + offsets  # (B, T) pair indices
-            logits = model(ids[where])  # (B, T, V)
             keep = where >= scored_from[:, None]  # (B, T) the positions this window scores
-            scored = logits[keep].float()  # (K, V) only those: log_softmax where it counts
             target = ids[where + 1][keep]  # (K,)
-            log_probs = scored.gather(-1, target[:, None])[:, 0] - torch.logsumexp(scored, dim=-1)  # (K,)
+            if len(models) == 1:
+                scored = models[0](ids[where])[keep].float()  # (K, V) only those: log_softmax where it counts
+                log_probs = scored.gather(-1, target[:, None])[:, 0] - torch.logsumexp(scored, dim=-1)  # (K,)
+            else:
+                mixed = sum(w * torch.softmax(m(ids[where])[keep].float(), -1) for m, w in zip(models, weights))
+                log_probs = mixed.gather(-1, target[:, None])[:, 0].log()  # (K,)
             total -= log_probs.double().sum()
     return bits_per_byte(total.item(), n_bytes)
 
@@ -1004,7 +1016,8 @@ def _take_steps(models: list[torch.nn.Module], window: Tensor, settings: CodingS
     for model in models:
         start = _PARAMETERS[settings.parameters]
         params = [p for name, p in model.named_parameters() if p.requires_grad and name.startswith(start)]
-        with eval_mode(model):  # no dropout: nothing random, the decoder takes the very same steps
+        # no dropout: nothing random, the decoder takes the very same steps (the coding copies are in eval mode)
+        with eval_mode(model) if model.training else contextlib.nullcontext():
             for _ in range(settings.steps):
                 loss = F.cross_entropy(model(inputs)[0].float(), targets)
                 grads = torch.autograd.grad(loss, params)
@@ -1025,25 +1038,31 @@ def _lockstep(
     ids: list[int],
     n_prefix: int,
     n_tokens: int,
-    code: Callable[[Tensor, int], int],
+    code: Callable[[np.ndarray, int], int],
     report: CodingReport | None,
 ) -> None:
     """The walk both sides make: the windows in order, each token's probability row from
-    :func:`window_probabilities`, the coding (``code(row, position)`` codes or decodes the token at ``position``
-    of ``ids``, returning it), then the steps on the finished window. The encoder's ``ids`` hold the whole text,
-    the decoder's grow as it decodes; everything else is the same code."""
+    :func:`window_probabilities` and its integer counts (:func:`frequencies`), the coding (``code(counts,
+    position)`` codes or decodes the token at ``position`` of ``ids``, returning it), then the steps on the finished
+    window. The encoder's ``ids`` hold the whole text, the decoder's grow as it decodes; everything else is the same
+    code (the encoder turns a window's rows into counts at once, the decoder one row at a time: the same counts, as
+    each row's counts depend on that row only)."""
     pairs = n_prefix + n_tokens - 1
     for begin, end, scored_from in _sliding_windows(pairs, n_prefix - 1, settings.context, settings.stride):
         known = None  # the encoder computes a window once: every token of it is already known
         for q in range(scored_from, end):  # pair q: ids[q] -> ids[q + 1]
             if q + 1 >= len(ids):  # the decoder: only the tokens up to q are known
-                probs = window_probabilities(models, ids[begin : q + 1], settings.context, weights)
+                row = window_probabilities(models, ids[begin : q + 1], settings.context, weights)[q - begin]
+                counts = _quantize(row.numpy().astype(np.float64))  # (V,)
             else:
                 if known is None:
-                    known = window_probabilities(models, ids[begin:end], settings.context, weights)
-                probs = known
-            row = probs[q - begin]  # (V,) the distribution of token q + 1
-            token = code(row, q + 1)
+                    known = window_probabilities(models, ids[begin:end], settings.context, weights)[
+                        scored_from - begin :
+                    ]
+                    known_counts = _quantize(known.numpy().astype(np.float64))  # (end − scored_from, V)
+                row, counts = known[q - scored_from], known_counts[q - scored_from]
+            # row (V,): the distribution of token q + 1; counts (V,): what the coder narrows with
+            token = code(counts, q + 1)
             if report is not None:
                 report.row_hashes.append(_row_hash(row))
                 report.model_bits -= math.log2(row[token].item())
@@ -1125,9 +1144,8 @@ def compress_with_model(
     coder = ArithmeticEncoder()
     everything = start + ids
 
-    def code(row: Tensor, position: int) -> int:
+    def code(counts: np.ndarray, position: int) -> int:
         token = everything[position]
-        counts = _quantize(row.numpy().astype(np.float64))  # (V,)
         if not 0 <= token < len(counts):
             raise error(
                 f"el token {token} no está en el vocabulario del modelo",
@@ -1199,8 +1217,7 @@ def decompress_with_model(
     if n_tokens:
         coder = ArithmeticDecoder(blob[_HEADER.size + _CHECK.size :])
 
-        def code(row: Tensor, position: int) -> int:
-            counts = _quantize(row.numpy().astype(np.float64))  # (V,) the encoder's counts, from the same row
+        def code(counts: np.ndarray, position: int) -> int:  # counts (V,): the encoder's, from the same row
             cumulative = np.cumsum(counts)  # (V,) where each token's counts end
             token = int(np.searchsorted(cumulative, coder.target(FREQUENCY_TOTAL), side="right"))
             stop = int(cumulative[token])
