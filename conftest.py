@@ -50,9 +50,22 @@ if twin_training.CACHE_ENV not in os.environ:  # the run's first process (with x
     _twins = Path(tempfile.mkdtemp(prefix="minitransformer-twins-"))
     os.environ.update(twin_training.prepare(_twins))
     atexit.register(shutil.rmtree, _twins, True)
-# The files that take longest in a full run (slowest first): the notebooks that train live, the slide decks in
-# Chromium, JupyterLab in Chromium, the numerics tests' end-to-end runs. Matched against the start of a file name.
-LONGEST_FIRST = ("09_", "07_", "test_slides", "10_", "08_", "test_browser", "test_numerics")
+# The files that take longest in a full run (slowest first, from a fresh-clone CI's --durations): the slide decks
+# (built, opened in Chromium, 13 run without its optional sections), the notebooks that train live, the language
+# model's full round trip, JupyterLab in Chromium, the numerics tests' end-to-end runs. Matched against the start of
+# a file name.
+LONGEST_FIRST = (
+    "test_slides",
+    "12_",
+    "09_",
+    "test_language_model",
+    "07_",
+    "test_browser",
+    "13_",
+    "10_",
+    "08_",
+    "test_numerics",
+)
 _notebook_seconds: dict[str, float] = {}  # per notebook file, the seconds its cells took (seen by the main process)
 _judgement = pytest.StashKey[tuple[str, bool]]()  # (the verdict line, whether this machine differs)
 

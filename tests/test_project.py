@@ -207,8 +207,8 @@ def test_the_spanish_notebooks_run_after_everything_else_longest_first():
     ]
     items = [SimpleNamespace(path=ROOT / p) for p in paths]
     assert [str(i.path.relative_to(ROOT)) for i in sorted(items, key=conftest._rank)] == [
-        "notebooks/en/09_from_gpt_to_generation.ipynb",
         "tests/test_slides.py",
+        "notebooks/en/09_from_gpt_to_generation.ipynb",
         "notebooks/en/00_introduction.ipynb",
         "tests/test_i18n.py",
         "notebooks/es/09_de_gpt_a_la_generacion.ipynb",
