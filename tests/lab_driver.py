@@ -361,25 +361,25 @@ def move_live_slider(page: DevTools, index: int | str, which: int, fraction: flo
     """Drag slider ``which`` to ``fraction`` of its track, as a hand does. The handle is measured once it has stopped
     moving (a slide that is still settling, or an image that loads above it, moves it); a drag that the slider did
     not take (its readout unchanged) is made again, as a hand would, up to ``tries`` times."""
-    state = live_state(page, index)
-    before = state["readouts"][which] if state and len(state["readouts"]) > which else None
+
+    def readout() -> str | None:
+        state = live_state(page, index)
+        return state["readouts"][which] if state and len(state["readouts"]) > which else None
+
+    before = readout()
     for attempt in range(tries):
         g, previous, deadline = None, None, time.monotonic() + 20
-        while time.monotonic() < deadline:
-            g = slider_geometry(page, index, which)
-            if g == previous:
-                break
-            previous = g
+        while g is None or (g != previous and time.monotonic() < deadline):  # until two measures agree
+            previous, g = g, slider_geometry(page, index, which)
             time.sleep(0.4)
         page.drag((g["x"], g["y"]), (g["left"] + fraction * (g["right"] - g["left"]), g["y"]))
+        if before is None:  # no readout to watch
+            return
         deadline = time.monotonic() + 10 * (attempt + 1)
-        while before is not None and time.monotonic() < deadline:
-            state = live_state(page, index)
-            if state and len(state["readouts"]) > which and state["readouts"][which] != before:
+        while time.monotonic() < deadline:
+            if readout() not in (None, before):
                 return
             time.sleep(0.3)
-        if before is None:
-            return
 
 
 def run_above(page: DevTools, marker: str) -> None:

@@ -321,3 +321,18 @@ for lang in lm.LANGS:
     assert done.returncode == 0, done.stderr[-3000:]
     printed = [line.split() for line in done.stdout.splitlines()]
     assert [row[0] for row in printed] == list(lm.LANGS) and all(int(row[2]) > 5000 for row in printed), done.stdout
+
+
+def test_the_held_out_measure_of_two_models_is_their_mixture():
+    """Notebook 12's static row of the two models: held_out_bits_per_byte mixes them with equal weights, the measure
+    of model_bits_per_byte over the held-out text with the models' context moved by half of it."""
+    from minitransformer.compression import model_bits_per_byte
+
+    pair = [lm.reference_prose_run("recipe", "cpu").model, lm.reference_prose_run("partner", "cpu").model]
+    data = lm.prose_data()
+    T = lm.PROSE_RECIPE.context
+    mixed = lm.held_out_bits_per_byte(pair, data, "en")
+    assert mixed == model_bits_per_byte(
+        pair, data.held_ids["en"], data.held_bytes("en"), context=T, stride=T // 2, start=data.start
+    )
+    assert mixed < min(lm.held_out_bits_per_byte(model, data, "en") for model in pair)  # mixing helps here

@@ -329,9 +329,8 @@ def test_a_notebook_runs_without_its_optional_sections(nb, tmp_path):
     notebook.cells = [cell for i, cell in enumerate(notebook.cells) if i not in left_out]
     lecture = tmp_path / nb.name
     nbformat.write(notebook, lecture)
-    bench.execute(
-        lecture, timeout=600, profile=True
-    )  # raises nbclient's CellExecutionError if a cell needs a skipped one
+    # raises nbclient's CellExecutionError if a cell needs a skipped one
+    bench.execute(lecture, timeout=600, profile=True)
 
 
 GUIDES = {"es": ("guia_docente.md", "Camino de clase"), "en": ("teachers_guide.md", "Lecture path")}

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -227,10 +227,11 @@ def compressor_context(lang: str) -> bytes:
     return "".join(training_text(part) + SEPARATOR for part in [*other, lang]).encode("utf-8")
 
 
-def held_out_bits_per_byte(model: ModernTransformer, data: ProseData, lang: str) -> float:
+def held_out_bits_per_byte(model: ModernTransformer | Sequence[ModernTransformer], data: ProseData, lang: str) -> float:
     """The model's bits per byte on ``lang``'s whole held-out text: a sliding window of the model's context moved by
-    half of it, every token predicted once, the first one after :data:`SEPARATOR`."""
-    T = model.config.max_len
+    half of it, every token predicted once, the first one after :data:`SEPARATOR`. Several models (of one context):
+    their probabilities mixed with equal weights, the ideal size of their static file (:func:`model_bits_per_byte`)."""
+    T = (model if isinstance(model, ModernTransformer) else model[0]).config.max_len
     return model_bits_per_byte(
         model, data.held_ids[lang], data.held_bytes(lang), context=T, stride=T // 2, start=data.start
     )
