@@ -14,7 +14,7 @@ from feedback_asserts import (
     bank,
 )
 
-from minitransformer import compression, generation
+from minitransformer import arithmetic_coder, compression, generation
 from minitransformer.exercises.compression import (
     _BPB_CASES,
     _NARROW_CASES,
@@ -173,7 +173,7 @@ def test_narrow_accepts_other_right_answers(lang):
 
 
 def test_every_narrowing_mistake_shows_in_some_case_and_is_told_from_the_ones_before():
-    rights = [compression.narrow(*case) for case in _NARROW_CASES]
+    rights = [arithmetic_coder.narrow(*case) for case in _NARROW_CASES]
     banks = [_narrow_mistakes(*case) for case in _NARROW_CASES]
     for j, (key, _) in enumerate(banks[0]):
         assert any(b[j][1] != r for b, r in zip(banks, rights)), key
@@ -223,7 +223,7 @@ NARROW_MISTAKES = {
     "one number": (lambda lo, hi, a, b, t: lo + _width(lo, hi) * a // t, "narrow_pair"),
     "three numbers": (lambda lo, hi, a, b, t: (lo, hi, t), "narrow_pair"),
     "something else": (lambda lo, hi, a, b, t: (lo + 1, hi - 1), "narrow_other"),
-    "the package's own": (lambda lo, hi, a, b, t: compression.narrow(lo, hi, a, b, t), "forbidden"),
+    "the package's own": (lambda lo, hi, a, b, t: arithmetic_coder.narrow(lo, hi, a, b, t), "forbidden"),
 }
 
 
@@ -249,7 +249,7 @@ def test_narrow_rejects_wrong_answers(check, answer, hint, lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_a_narrowing_right_on_the_cases_but_not_always_fails_the_round_trip(lang):
     """A table of the five cases passes them; the round trip, 300 symbols later, does not."""
-    table = {case: compression.narrow(*case) for case in _NARROW_CASES}
+    table = {case: arithmetic_coder.narrow(*case) for case in _NARROW_CASES}
 
     def looked_up(*case):
         return table.get(case, (case[0], case[1]))

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from minitransformer.compression import ByteNGram, compressed_bits_per_byte
+from minitransformer.compression import compressed_bits_per_byte
 from minitransformer.course import language_model as lm
 from minitransformer.course.prose import prose
 from minitransformer.i18n import CourseError
+from minitransformer.ngram import ByteNGram
 from minitransformer.train import LiveCurve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -303,7 +304,7 @@ def test_both_held_out_texts_decode_in_full_with_the_models_learning():
     path (MKL_CBWR=AUTO, as on a student's machine), not the test run's pinned COMPATIBLE one, which makes these small
     matrix products about three times slower: a round trip is exact under any profile, the same on both sides."""
     code = """
-from minitransformer.compression import CodingReport, compress_with_model, decompress_with_model
+from minitransformer.model_compressor import CodingReport, compress_with_model, decompress_with_model
 from minitransformer.course import language_model as lm
 
 pair = [lm.reference_prose_run("recipe", "cpu").model, lm.reference_prose_run("partner", "cpu").model]
@@ -326,7 +327,7 @@ for lang in lm.LANGS:
 def test_the_held_out_measure_of_two_models_is_their_mixture():
     """Notebook 12's static row of the two models: held_out_bits_per_byte mixes them with equal weights, the measure
     of model_bits_per_byte over the held-out text with the models' context moved by half of it."""
-    from minitransformer.compression import model_bits_per_byte
+    from minitransformer.model_compressor import model_bits_per_byte
 
     pair = [lm.reference_prose_run("recipe", "cpu").model, lm.reference_prose_run("partner", "cpu").model]
     data = lm.prose_data()

@@ -49,17 +49,7 @@ from pathlib import Path
 
 import torch
 
-from minitransformer.compression import (
-    COMPRESSORS,
-    DISCOUNTS,
-    MAX_ORDER,
-    ByteNGram,
-    CodingReport,
-    CodingSettings,
-    choose_order,
-    compress_with_model,
-    compressed_bits_per_byte,
-)
+from minitransformer.compression import COMPRESSORS, compressed_bits_per_byte
 from minitransformer.course.language_model import (
     ADAPTING_NGRAM,
     CODING,
@@ -82,6 +72,8 @@ from minitransformer.course.language_model import (
     validation_split,
 )
 from minitransformer.course.numerics import PROFILE
+from minitransformer.model_compressor import CodingReport, CodingSettings, compress_with_model
+from minitransformer.ngram import DISCOUNTS, MAX_ORDER, ByteNGram, choose_order
 from minitransformer.runtime import THREADS_ENV, machine
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,8 +31,9 @@ from pathlib import Path
 
 import torch
 
-from ..compression import CodingSettings, bits_per_byte, model_bits_per_byte
+from ..compression import bits_per_byte
 from ..i18n import error, say
+from ..model_compressor import CodingSettings, model_bits_per_byte
 from ..modern import ModernConfig, ModernTransformer
 from ..runtime import eval_mode
 from ..runtime import seed as current_seed

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import compression
+from .. import arithmetic_coder, compression
 from ..generation import generate
 from ..i18n import tr
 from ..modern import ModernConfig, ModernTransformer
@@ -442,7 +442,7 @@ def check_bits_per_byte(bits_per_byte: Callable[[float, int, str], float], lang:
 
 # ---- 12.interval_narrowing -----------------------------------------------------------------------
 
-_WHOLE = 1 << compression.CODER_BITS
+_WHOLE = 1 << arithmetic_coder.CODER_BITS
 
 # (low, high, start, stop, total): the coder's first, whole interval; intervals that start past 0; the first and
 # the last symbol; and a width near 2^32 times counts near 2^24, past 2^53, chosen where the exact quotient falls
@@ -498,7 +498,7 @@ def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
     could send the encoder's loop on for ever)."""
 
     def checked(*case: int) -> tuple[int, int]:  # (low, high, start, stop, total)
-        want = compression.narrow(*case)
+        want = arithmetic_coder.narrow(*case)
         with forbid(_NARROW_TOOLS, *_NARROW_WHY):
             got = _pair(lang, attempt(lang, narrow, *case))
         if got != want:
@@ -508,12 +508,12 @@ def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
             )
         return got
 
-    class Encoder(compression.ArithmeticEncoder):
+    class Encoder(arithmetic_coder.ArithmeticEncoder):
         pass
 
     Encoder.narrow = staticmethod(checked)
     rng = random.Random(12)
-    counts = compression.frequencies(
+    counts = arithmetic_coder.frequencies(
         torch.softmax(torch.randn(300, 50, generator=torch.Generator().manual_seed(12)) * 3, -1)
     )
     symbols = [rng.randrange(50) if rng.random() < 0.3 else int(counts[i].argmax()) for i in range(300)]
@@ -522,7 +522,7 @@ def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
         start = int(counts[i, :s].sum())
         encoder.encode(start, start + int(counts[i, s]), int(counts[i].sum()))
     data = encoder.finish()
-    back = compression.decode(data, len(symbols), counts)
+    back = arithmetic_coder.decode(data, len(symbols), counts)
     if back != symbols:
         first = next(i for i, (a, b) in enumerate(zip(back, symbols)) if a != b)
         return tr(
@@ -531,7 +531,7 @@ def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
     return None
 
 
-_NARROW_TOOLS = (("minitransformer.compression.narrow", "compression.narrow"),)
+_NARROW_TOOLS = (("minitransformer.arithmetic_coder.narrow", "arithmetic_coder.narrow"),)
 _NARROW_WHY = (
     "escribe tú el estrechamiento: es lo que el ejercicio practica.",
     "write the narrowing yourself: it is what the exercise practises.",
@@ -547,7 +547,7 @@ def check_narrow(narrow: Callable[[int, int, int, int, int], tuple[int, int]], l
     proof: the package's encoder, narrowing with the student's function, compresses a message of 300 symbols,
     and the package's decoder must give it back.
     """
-    right = [compression.narrow(*case) for case in _NARROW_CASES]  # before the student's code runs
+    right = [arithmetic_coder.narrow(*case) for case in _NARROW_CASES]  # before the student's code runs
     with forbid(_NARROW_TOOLS, *_NARROW_WHY):
         answers = [_pair(lang, attempt(lang, narrow, *case)) for case in _NARROW_CASES]
     if answers != right:
