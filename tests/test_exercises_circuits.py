@@ -71,8 +71,14 @@ def test_every_ov_mistake_is_told_apart():
         torch.testing.assert_close(_ov_by_hand(model, layer, head), right, rtol=1e-5, atol=1e-5)
         gives = _ov_mistakes(model, layer, head)
         for j, (key, g) in enumerate(gives):
+            if g is None:  # a slice starting at `head` is head 0's own
+                continue
             assert not close(g, right, atol=1e-4, rtol=1e-4), (layer, head, key)
-            assert all(k == key or not close(g, e, atol=1e-4, rtol=1e-4) for k, e in gives[:j]), (layer, head, key)
+            assert all(k == key or e is None or not close(g, e, atol=1e-4, rtol=1e-4) for k, e in gives[:j]), (
+                layer,
+                head,
+                key,
+            )
 
 
 def ov_step_by_step(model, layer, head):
@@ -288,7 +294,7 @@ def test_every_ablation_mistake_is_told_apart_in_some_case():
     """Each mistake gives other logits than the right ones in some case, and wherever it does, other logits than
     every mistake of another key listed before it (by more than 1e-3)."""
     model, tokens, shown = _tiny_model(), _tokens(), set()
-    for layer, head in _ABL_CASES:
+    for layer, head, _ in _ABL_CASES:
         right = _reference(model, tokens, layer, head)
         gives = _abl_mistakes(model, tokens, layer, head)
         for j, (key, g) in enumerate(gives):
@@ -476,9 +482,9 @@ ABL_MISTAKES = {
     "probabilities": (_zeroing(_columns, after=lambda logits: logits.softmax(-1)), "abl_probs"),
     "log-probabilities": (_zeroing(_columns, after=lambda logits: logits.log_softmax(-1)), "abl_probs"),
     "not restored": (_zeroing(_columns, restore=False), "abl_not_restored"),
-    "hook left": (hook_left, "abl_hook_left"),
+    "hook left": (hook_left, "hook_left"),
     "hook returning nothing": (hook_returning_nothing, "abl_no_effect"),
-    "train mode left": (left_in_train_mode, "abl_mode"),
+    "train mode left": (left_in_train_mode, "model_mode"),
     "left in float64": (left_in_float64, "model_dtype"),
     "moved to another device": (moved_away, "model_dtype"),
     "W_o frozen": (w_o_frozen, "model_frozen"),
@@ -531,3 +537,116 @@ def test_the_expected_logits_come_from_a_model_the_student_never_touched(lang):
     case (and got the hint "you ablate head 1 in every layer"): it is named as what it is."""
     fb = check_ablate_head(w_o_forward_patched, lang=lang)
     assert fb.hint == "model_patched" and "W_o.forward" in fb.message
+
+
+# Issue 55's findings on these checkers: each answer below got through before, or got a hint that named a mistake it
+# did not make, in both languages.
+
+
+def ov_in_float64(model, layer, head):
+    """Right, computed in double precision by switching PyTorch's default dtype, never switched back."""
+    torch.set_default_dtype(torch.float64)
+    return _ov()(model, layer, head).double()
+
+
+def ov_turning_gradients_off(model, layer, head):
+    torch.set_grad_enabled(False)
+    return _ov()(model, layer, head)
+
+
+def ov_from_the_packages_private_helpers(model, layer, head):
+    """The package's own pieces of ov_circuit: the norms as matrices and the head's rows."""
+    a = model.blocks[layer].attn
+    Dh = a.d_head
+    W_v = circuits._head_rows(a.W_v, head, Dh)  # (Dh, D)
+    W_o = a.W_o.weight.detach()[:, head * Dh : (head + 1) * Dh]
+    reads = circuits._norm_matrix(model.blocks[layer].norm1, 16)
+    final = model.lm_head.weight.detach() @ circuits._norm_matrix(model.norm, 16)
+    return model.token.weight.detach() @ (final @ W_o @ W_v @ reads).T
+
+
+def ov_slice_from_head(model, layer, head):
+    """The head's slice started at `head` instead of `head * Dh`."""
+    a = model.blocks[layer].attn
+    part = slice(head, head + a.d_head)
+    with torch.no_grad():
+        x = model.token.weight * model.blocks[layer].norm1.weight
+        out = (x @ a.W_v.weight[part].T @ a.W_o.weight[:, part].T) * model.norm.weight
+        return out @ model.lm_head.weight.T
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ov_circuit_sees_global_state_left_behind_and_puts_it_back(lang):
+    assert_hint(check_ov_circuit(ov_in_float64, lang=lang), lang, "default_dtype_left", HINTS)
+    assert torch.get_default_dtype() == torch.float32
+    assert_hint(check_ov_circuit(ov_turning_gradients_off, lang=lang), lang, "grad_mode_left", HINTS)
+    assert torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ov_circuit_refuses_the_packages_private_helpers(lang):
+    assert_hint(check_ov_circuit(ov_from_the_packages_private_helpers, lang=lang), lang, "forbidden", HINTS)
+    assert circuits._norm_matrix(None, 3).shape == (3, 3)  # and they work again afterwards
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ov_circuit_names_a_slice_started_at_the_head_number(lang):
+    fb = check_ov_circuit(ov_slice_from_head, lang=lang)
+    assert_hint(fb, lang, "ov_wrong_slice", HINTS)
+    assert "8:16" in fb.message  # the first case is head 1, whose rows are 8:16
+
+
+def ind_masking_in_place(pattern, period):
+    """Right scores, but the caller's pattern is masked in place (masked_fill_) to keep the induction keys."""
+    T = pattern.size(-1)
+    t, s = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    back = t - s + 1
+    keep = (back >= period) & (back % period == 0) & (s >= 1)
+    pattern.masked_fill_(~keep, 0.0)
+    return pattern.sum(-1)[:, period:].mean(-1)
+
+
+def ind_zeroing_the_first_rows(pattern, period):
+    """Right scores, but the rows t < P, which do not count, are zeroed in the caller's pattern."""
+    pattern[:, :period] = 0
+    return ind_with_masks(pattern, period)
+
+
+def ind_dividing_by_one_more(pattern, period):
+    """The loop starts at t = P, but the mean divides by T − P + 1."""
+    H, T, _ = pattern.shape
+    total = torch.zeros(H)
+    for t in range(period, T):
+        total += pattern[:, t, list(range(t - period + 1, 0, -period))].sum(-1)
+    return total / (T - period + 1)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_induction_score_sees_the_callers_pattern_changed(lang):
+    assert_hint(check_induction_score(ind_masking_in_place, lang=lang), lang, "input_changed", HINTS)
+    assert_hint(check_induction_score(ind_zeroing_the_first_rows, lang=lang), lang, "input_changed", HINTS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_dividing_by_one_position_more_is_named_with_both_ways_to_get_it(lang):
+    for answer in (ind_dividing_by_one_more, IND_MISTAKES["from t = P - 1"][0]):
+        fb = check_induction_score(answer, lang=lang)
+        assert_hint(fb, lang, "ind_start", HINTS)
+        assert "T − P + 1" in fb.message and "P − 1" in fb.message
+
+
+def ablate_in_eval_mode(model, tokens, layer, head):
+    model.eval()
+    return solution_my_ablate_head(model, tokens, layer, head)
+
+
+def ablate_gradients_off(model, tokens, layer, head):
+    torch.set_grad_enabled(False)
+    return solution_my_ablate_head(model, tokens, layer, head)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ablate_head_sees_eval_mode_and_gradients_left_off(lang):
+    assert_hint(check_ablate_head(ablate_in_eval_mode, lang=lang), lang, "model_mode", HINTS)
+    assert_hint(check_ablate_head(ablate_gradients_off, lang=lang), lang, "grad_mode_left", HINTS)
+    assert torch.is_grad_enabled()

@@ -400,15 +400,10 @@ SAMPLE_MISTAKES = {
         lambda model, prompt, n, t, p, g: [float(i) for i in solution_sample(model, prompt, n, t, p, g)],
         "sample_ids",
     ),
-    "model.forward": (
-        lambda model, prompt, n, t, p, g: solution_sample(
-            type("Bare", (), {"new_cache": model.new_cache, "__call__": lambda s, *a, **k: model.forward(*a, **k)})(),
-            prompt,
-            n,
-            t,
-            p,
-            g,
-        ),
+    "never calls the model": (
+        lambda model, prompt, n, t, p, g: [
+            int(sample_next_token(torch.zeros(1, 48), t, top_p=p, generator=g)) for _ in range(n)
+        ],
         "sample_not_called",
     ),
     "generate": (
@@ -492,3 +487,85 @@ def test_sample_switches_off_the_checkers_own_loop(lang):
     assert_hint(check_sample(borrowed, lang=lang), lang, "forbidden", HINTS)
     model = _tiny_model()
     assert _variant(model, [1, 2], 3, 1.0, 0.9, 0) == _variant(model, [1, 2], 3, 1.0, 0.9, 0)  # back on
+
+
+# Issue 55's findings on these checkers: each answer below got through before, or a right one was refused, in both
+# languages.
+
+
+def narrow_with_a_float_width(low, high, start, stop, total):
+    """The width made a float "to be safe", then `//`: past 2^53 the product is rounded and an end is off by one."""
+    width = float(high - low + 1)
+    return low + width * start // total, low + width * stop // total - 1
+
+
+def narrow_with_a_float_width_then_int(low, high, start, stop, total):
+    width = float(high - low + 1)
+    return int(low + width * start // total), int(low + width * stop // total - 1)
+
+
+def narrow_right_but_floats(low, high, start, stop, total):
+    """Right ends, returned as floats."""
+    width = high - low + 1
+    return float(low + width * start // total), float(low + width * stop // total - 1)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_narrow_compares_exact_integers_past_2_53(lang):
+    assert_hint(check_narrow(narrow_with_a_float_width, lang=lang), lang, "narrow_float", HINTS)
+    assert_hint(check_narrow(narrow_with_a_float_width_then_int, lang=lang), lang, "narrow_float", HINTS)
+    assert_hint(check_narrow(narrow_right_but_floats, lang=lang), lang, "narrow_not_int", HINTS)
+    assert any((high - low + 1) * stop > 2**53 for low, high, _, stop, _ in _NARROW_CASES)
+
+
+def sample_calling_forward(model, prompt_ids, n_new, temperature, top_p, generator):
+    """Right: model.forward(...) instead of model(...)."""
+    cache, new, out = model.new_cache(), torch.tensor([prompt_ids]), []
+    with torch.no_grad():
+        for _ in range(n_new):
+            logits = model.forward(new, cache=cache)[:, -1]
+            new = sample_next_token(logits, temperature, top_p=top_p, generator=generator)[:, None]
+            out.append(int(new))
+    return out
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_sample_accepts_calling_model_forward(lang):
+    assert_correct(check_sample(sample_calling_forward, lang=lang), lang)
+
+
+def sample_freezing_the_model(model, prompt_ids, n_new, temperature, top_p, generator):
+    for p in model.parameters():
+        p.requires_grad_(False)  # "no gradients needed here"
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+def sample_in_float64(model, prompt_ids, n_new, temperature, top_p, generator):
+    model.double()  # "more precise"
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+def sample_in_eval_mode(model, prompt_ids, n_new, temperature, top_p, generator):
+    model.eval()
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+def sample_switching_gradients_off(model, prompt_ids, n_new, temperature, top_p, generator):
+    torch.set_grad_enabled(False)
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize(
+    "answer,hint",
+    [
+        (sample_freezing_the_model, "model_frozen"),
+        (sample_in_float64, "model_dtype"),
+        (sample_in_eval_mode, "model_mode"),
+        (sample_switching_gradients_off, "grad_mode_left"),
+    ],
+    ids=lambda x: getattr(x, "__name__", x),
+)
+def test_sample_sees_what_the_students_code_leaves_behind(answer, hint, lang):
+    assert_hint(check_sample(answer, lang=lang), lang, hint, HINTS)
+    assert torch.is_grad_enabled()

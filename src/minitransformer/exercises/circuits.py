@@ -25,6 +25,7 @@ from .. import circuits
 from ..modern import ModernConfig, ModernTransformer
 from ._core import (
     COMMON_HINTS,
+    STATE_HINTS,
     Feedback,
     Hints,
     attempt,
@@ -38,6 +39,7 @@ from ._core import (
     stop,
     tensor,
     type_name,
+    watch,
 )
 
 __all__ = ["HINTS", "check_ov_circuit", "check_induction_score", "check_ablate_head"]
@@ -47,6 +49,7 @@ HINTS = Hints(
     {
         "nan": COMMON_HINTS["nan"],
         "shape": COMMON_HINTS["shape"],
+        **STATE_HINTS,
         "scores_type": (
             "devuelve una lista (o un tensor) de números, uno por cabeza, no {got}.",
             "return a list (or a tensor) of numbers, one per head, not {got}.",
@@ -122,12 +125,6 @@ HINTS = Hints(
             "for head {layer}.{head} your matrix is not the expected one (the largest difference is {diff}). Row s: "
             "((W_E[s] ⊙ γ₁) · the head's W_vᵀ · the head's W_oᵀ) ⊙ γ_f · W_Uᵀ.",
         ),
-        "model_changed": (
-            "el resultado es el correcto, pero el modelo se queda cambiado: `{name}` no vuelve a ser el que era. "
-            "Calcula con copias (`.clone()`, o sin operaciones «in place» como `mul_`) y no toques los pesos.",
-            "the result is right, but the model stays changed: `{name}` is not what it was. Compute with copies "
-            "(`.clone()`, or without in-place operations such as `mul_`) and leave the weights alone.",
-        ),
         # ---- 13.induction_score
         "ind_last_copy": (
             "solo sumas la posición t − P + 1 (la copia anterior más cercana): con T = {T} y P = {P} hay "
@@ -169,10 +166,13 @@ HINTS = Hints(
             "count. Average over t = P … T − 1 only ({n} positions).",
         ),
         "ind_start": (
-            "empiezas en t = P − 1: la primera posición con una copia anterior es t = P (su token es el de la "
-            "posición 0). Promedia sobre t = P … T − 1.",
-            "you start at t = P − 1: the first position with an earlier copy is t = P (its token is position 0's). "
-            "Average over t = P … T − 1.",
+            "divides entre T − P + 1 = {n1} en vez de entre T − P = {n}: ¿empiezas en t = P − 1, o divides entre "
+            "una posición de más? (Las dos cosas dan los mismos números: en t = P − 1 no hay ninguna copia "
+            "anterior que sumar.) La primera posición con una copia anterior es t = P (su token es el de la "
+            "posición 0): promedia sobre t = P … T − 1.",
+            "you divide by T − P + 1 = {n1} instead of T − P = {n}: do you start at t = P − 1, or divide by one "
+            "position too many? (Both give the same numbers: at t = P − 1 there is no earlier copy to add.) The "
+            "first position with an earlier copy is t = P (its token is position 0's): average over t = P … T − 1.",
         ),
         "ind_sum": (
             "sumas sobre las posiciones sin promediar: divide entre las T − P = {n} posiciones t ≥ P, para que una "
@@ -248,41 +248,6 @@ HINTS = Hints(
             "the result is right, but the model stays changed: `{name}` is not what it was. Keep a copy of what "
             "you change (`.clone()`) and restore it at the end (best in a `finally`).",
         ),
-        "abl_hook_left": (
-            "dejas un gancho registrado en el modelo ({where}): cada llamada posterior seguiría anulando la "
-            "cabeza. Guarda lo que devuelve `register_forward_pre_hook` y llama a su `.remove()` al final (mejor "
-            "en un `finally`).",
-            "you leave a hook registered on the model ({where}): every later call would still ablate the head. "
-            "Keep what `register_forward_pre_hook` returns and call its `.remove()` at the end (best in a "
-            "`finally`).",
-        ),
-        "abl_mode": (
-            "el modelo estaba en modo {before} y lo dejas en modo {after}: déjalo como estaba.",
-            "the model was in {before} mode and you leave it in {after} mode: leave it as it was.",
-        ),
-        "model_dtype": (
-            "el resultado es el correcto, pero dejas `{name}` como {got} y era {want}: ¿llamas a `.double()`, "
-            "`.to(...)` o `.half()` sobre el modelo? Trabaja con copias, o devuélvelo al tipo y al dispositivo "
-            "que tenía.",
-            "the result is right, but you leave `{name}` as {got} and it was {want}: do you call `.double()`, "
-            "`.to(...)` or `.half()` on the model? Work on copies, or put it back to the dtype and device it had.",
-        ),
-        "model_frozen": (
-            "el resultado es el correcto, pero `{name}` tenía `requires_grad={want}` y lo dejas en {got}: el modelo "
-            "ya no aprendería igual. Si lo cambias (`requires_grad_`), restáuralo al final; para no calcular "
-            "gradientes basta `torch.no_grad()`.",
-            "the result is right, but `{name}` had `requires_grad={want}` and you leave it {got}: the model would "
-            "no longer learn the same. If you change it (`requires_grad_`), restore it at the end; to compute no "
-            "gradients `torch.no_grad()` is enough.",
-        ),
-        "model_patched": (
-            "el resultado es el correcto, pero dejas cambiado un método del modelo: `{name}`. Cada llamada "
-            "posterior seguiría pasando por tu versión: guarda el original y vuelve a ponerlo al final (mejor "
-            "en un `finally`), o usa un gancho y quítalo.",
-            "the result is right, but you leave a method of the model changed: `{name}`. Every later call would "
-            "still go through your version: keep the original and put it back at the end (best in a `finally`), "
-            "or use a hook and remove it.",
-        ),
         "abl_other": (
             "con la cabeza {head} de la capa {layer} anulada, tus logits no son los esperados (la mayor "
             "diferencia es {diff}). La salida de la cabeza son las posiciones {start}:{stop} de la entrada de "
@@ -357,69 +322,6 @@ def _mix(parts: list[tuple[float, Tensor]]) -> Tensor:
     return sum(w * p for w, p in parts)  # type: ignore[return-value]
 
 
-# ---- the model a checker hands the student: left as it was ---------------------------------------
-
-
-def _model_state(model: torch.nn.Module) -> dict[str, Any]:
-    """Everything of ``model`` a student's function could leave changed: every parameter's and buffer's value,
-    dtype, device and ``requires_grad``, every module's mode and hooks, the methods set on a module itself
-    (``module.forward = ...``) and the methods of the modules' classes."""
-    tensors = {name: t for name, t in model.named_parameters()} | {name: t for name, t in model.named_buffers()}
-    return {
-        "tensors": {name: (t.detach().clone(), t.dtype, t.device, t.requires_grad) for name, t in tensors.items()},
-        "training": {name: m.training for name, m in model.named_modules()},
-        "own": {
-            name: {k for k, v in vars(m).items() if callable(v) and not isinstance(v, torch.nn.Module)}
-            for name, m in model.named_modules()
-        },
-        "classes": {type(m): dict(vars(type(m))) for m in model.modules()},
-    }
-
-
-def _left_changed(lang: str, model: torch.nn.Module, state: dict[str, Any], changed_key: str) -> Feedback | None:
-    """The hint for the first thing of ``model`` that is not as ``state`` recorded it (None: all as it was). A
-    method replaced on a module's class is put back (it would change every model of the kernel)."""
-    for cls, methods in state["classes"].items():
-        for attr, value in methods.items():
-            if vars(cls).get(attr) is not value:
-                setattr(cls, attr, value)
-                return HINTS(lang, "model_patched", name=f"{cls.__name__}.{attr}")
-        for attr in set(vars(cls)) - set(methods):
-            delattr(cls, attr)
-            return HINTS(lang, "model_patched", name=f"{cls.__name__}.{attr}")
-    now = {name: t for name, t in model.named_parameters()} | {name: t for name, t in model.named_buffers()}
-    for name, (value, dtype, device, grad) in state["tensors"].items():
-        if name not in now:
-            return HINTS(lang, changed_key, name=name)
-        t = now[name]
-        if t.dtype != dtype or t.device != device:
-            return HINTS(lang, "model_dtype", name=name, got=f"{t.dtype} ({t.device})", want=f"{dtype} ({device})")
-        if t.requires_grad != grad:
-            return HINTS(lang, "model_frozen", name=name, got=t.requires_grad, want=grad)
-        if t.shape != value.shape or not torch.equal(t.detach(), value):
-            return HINTS(lang, changed_key, name=name)
-    modules = dict(model.named_modules())
-    for name, own in state["own"].items():
-        extra = {k for k, v in vars(modules[name]).items() if callable(v) and not isinstance(v, torch.nn.Module)}
-        if extra - own:
-            return HINTS(lang, "model_patched", name=".".join(filter(None, [name, sorted(extra - own)[0]])))
-    hooks = _hooks(model)
-    if hooks:
-        return HINTS(lang, "abl_hook_left", where=", ".join(hooks))
-    if any(modules[name].training != training for name, training in state["training"].items()):
-        return HINTS(lang, "abl_mode", **_modes(lang))
-    return None
-
-
-def _hooks(model: torch.nn.Module) -> list[str]:
-    """The modules of ``model`` with a forward hook or pre-hook registered, by name."""
-    return [name or "model" for name, m in model.named_modules() if m._forward_pre_hooks or m._forward_hooks]
-
-
-def _modes(lang: str) -> dict[str, str]:
-    return {"before": "eval", "after": "train"} if lang == "en" else {"before": "evaluación", "after": "entrenamiento"}
-
-
 # ---- 13.ov_circuit -------------------------------------------------------------------------------
 
 _OV_VOCAB = 12
@@ -473,9 +375,10 @@ def _ov_by_hand(
     return out @ model.lm_head.weight.detach().double().T  # (V, V)
 
 
-def _ov_mistakes(model: ModernTransformer, layer: int, head: int) -> list[tuple[str, Tensor]]:
+def _ov_mistakes(model: ModernTransformer, layer: int, head: int) -> list[tuple[str, Tensor | None]]:
     """What each typical mistake gives on one head; two ways to make one mistake share a key."""
     right = _ov_by_hand(model, layer, head)
+    Dh = model.blocks[layer].attn.d_head
     return [
         ("ov_transposed", right.T),
         ("ov_no_norms", _ov_by_hand(model, layer, head, block_norm=False, final_norm=False)),
@@ -484,6 +387,8 @@ def _ov_mistakes(model: ModernTransformer, layer: int, head: int) -> list[tuple[
         ("ov_wrong_slice", _ov_by_hand(model, layer, head, v_columns=True)),
         ("ov_wrong_slice", _ov_by_hand(model, layer, head, o_rows=True)),
         ("ov_wrong_slice", _ov_by_hand(model, layer, head, v_columns=True, o_rows=True)),
+        # the head's slice started at `head`, not `head * Dh` (the right slice for head 0 alone)
+        ("ov_wrong_slice", _ov_by_hand(model, layer, head, heads=slice(head, head + Dh)) if head else None),
         ("ov_all_heads", _ov_by_hand(model, layer, head, heads=slice(None))),
         ("ov_probs", right.softmax(-1)),
         ("ov_probs", right.log_softmax(-1)),
@@ -494,6 +399,10 @@ _OV_TOOLS = (
     ("minitransformer.circuits.ov_circuit", "ov_circuit"),
     ("minitransformer.circuits._ov", "circuits._ov"),
     ("minitransformer.circuits._final_reads", "circuits._final_reads"),
+    ("minitransformer.circuits._norm_matrix", "circuits._norm_matrix"),
+    ("minitransformer.circuits._head_rows", "circuits._head_rows"),
+    ("minitransformer.circuits._reads", "circuits._reads"),
+    ("minitransformer.circuits._embedding", "circuits._embedding"),
     ("minitransformer.exercises.circuits._ov_by_hand", "_ov_by_hand"),
 )
 _OV_WHY = (
@@ -512,8 +421,7 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
     for layer, head in _OV_CASES:
         model = _ov_model()
         want = circuits.ov_circuit(model, layer, head).double()
-        state = _model_state(model)
-        with forbid(_OV_TOOLS, *_OV_WHY):
+        with watch(model) as left, forbid(_OV_TOOLS, *_OV_WHY):
             got = attempt(lang, my_ov_circuit, model, layer, head)
         matrix = tensor(lang, got, tuple(want.shape))
         if matrix.is_complex() or not bool(torch.isfinite(matrix).all()):
@@ -525,14 +433,10 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
             key = diagnose([matrix], by_key([_ov_mistakes(clean, layer, head)]), atol=1e-4, rtol=1e-4)
             if key is not None:
                 return HINTS(lang, key, **fields)
-            left = _left_changed(lang, model, state, "model_changed")
-            if left is not None:
-                return left
             diff = float((matrix.detach().cpu().double() - want).abs().max())
-            return HINTS(lang, "ov_other", diff=diff, **fields)
-        left = _left_changed(lang, model, state, "model_changed")
-        if left is not None:
-            return left
+            return left.left(lang, HINTS) or HINTS(lang, "ov_other", diff=diff, **fields)
+        if left.left(lang, HINTS) is not None:
+            return left.left(lang, HINTS)
     return correct(
         lang,
         "Mira ahora las cabezas del modelo entrenado: las del bloque 1 ponen lo mayor de cada fila en la diagonal "
@@ -633,13 +537,17 @@ def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang
     explains every case."""
     cases = [(_ind_pattern(H, T, P, seed), P) for H, T, P, seed in _IND_CASES]
     right = [circuits.induction_score(p[None], P).double() for p, P in cases]
-    answers = []
+    answers, left = [], []
     for p, P in cases:
         H, T, _ = p.shape
-        with forbid(_IND_TOOLS, *_SCORE_WHY):
-            got = attempt(lang, my_induction_score, p.clone(), P)
+        given = p.clone()
+        with watch(tensors={"pattern": given}) as w, forbid(_IND_TOOLS, *_SCORE_WHY):
+            got = attempt(lang, my_induction_score, given, P)
         answers.append(_scores(lang, got, H, T))
+        left.append(w.left(lang, HINTS))
     if all(close(a, r) for a, r in zip(answers, right)):
+        if any(f is not None for f in left):
+            return next(f for f in left if f is not None)
         return correct(
             lang,
             "Una cabeza de inducción perfecta puntúa 1: toda su atención va al token que siguió a las copias "
@@ -651,16 +559,20 @@ def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang
     first = next(i for i, (a, r) in enumerate(zip(answers, right)) if not close(a, r))
     p, P = cases[first]
     H, T, _ = p.shape
-    return HINTS(lang, key or "ind_other", H=H, T=T, P=P, n=T - P, got=_shown(lang, answers[first]))
+    fields = {"H": H, "T": T, "P": P, "n": T - P, "n1": T - P + 1, "got": _shown(lang, answers[first])}
+    if key is not None:
+        return HINTS(lang, key, **fields)
+    return next((f for f in left if f is not None), None) or HINTS(lang, "ind_other", **fields)
 
 
 # ---- 13.ablate_head ------------------------------------------------------------------------------
 
 _VOCAB = 16
 
-# (layer, head): each head of each layer, the first one in the second head (where a slice starting at `head`
-# is not the head's).
-_ABL_CASES = [(0, 1), (1, 0), (1, 1), (0, 0)]
+# (layer, head, training): each head of each layer, the first one in the second head (where a slice starting at
+# `head` is not the head's); the model handed over in eval mode and in train mode (a model in the middle of training),
+# so that a mode left changed either way shows.
+_ABL_CASES = [(0, 1, False), (1, 0, True), (1, 1, False), (0, 0, True)]
 
 
 def _tiny_model() -> ModernTransformer:
@@ -754,12 +666,13 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
     each layer of a tiny attention-only model, in order, each case on a model of its own and its expected logits
     on another one that the student's code never touches; the first case the answer gets wrong decides."""
     tokens = _tokens()
-    for layer, head in _ABL_CASES:
+    for layer, head, training in _ABL_CASES:
         want = _reference(_tiny_model(), tokens, layer, head)
-        model = _tiny_model()
-        state = _model_state(model)
-        with forbid(_ABLATE_TOOLS, *_ABLATE_WHY):
-            got = attempt(lang, my_ablate_head, model, tokens.clone(), layer, head)
+        model = _tiny_model().train(training)  # eval or train: either way, the student's code leaves it so
+        given = tokens.clone()
+        with watch(model, tensors={"tokens": given}, changed="abl_not_restored") as left:
+            with forbid(_ABLATE_TOOLS, *_ABLATE_WHY):
+                got = attempt(lang, my_ablate_head, model, given, layer, head)
         logits = tensor(lang, got, tuple(want.shape))
         if logits.is_complex() or not bool(torch.isfinite(logits).all()):
             return HINTS(lang, "nan")
@@ -769,14 +682,10 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
             key = diagnose([logits], by_key([_abl_mistakes(_tiny_model(), tokens, layer, head)]))
             if key is not None:
                 return HINTS(lang, key, **fields)
-            left = _left_changed(lang, model, state, "abl_not_restored")
-            if left is not None:
-                return left
             diff = float((logits.detach().cpu().double() - want).abs().max())
-            return HINTS(lang, "abl_other", diff=diff, **fields)
-        left = _left_changed(lang, model, state, "abl_not_restored")
-        if left is not None:
-            return left
+            return left.left(lang, HINTS) or HINTS(lang, "abl_other", diff=diff, **fields)
+        if left.left(lang, HINTS) is not None:
+            return left.left(lang, HINTS)
     return correct(
         lang,
         "Comparar estos logits con los del modelo entero dice cuánto aporta esa cabeza.",

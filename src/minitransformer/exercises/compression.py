@@ -7,13 +7,15 @@ answers (a Spanish text whose characters are not its bytes, products past 2^53 w
 temperatures and top-p values that change the draws), and names the mistake without writing the code. The
 narrowing is then proved by a round trip: the package's encoder narrows with the student's function and its
 decoder must give the message back. A student's exception becomes a "not yet" that shows the failing line.
-``12.sample_with_cache`` also watches every call of the model (a forward pre-hook): the prompt must go in
-once, then only the new token each step, always into the same cache. The worked solutions are in the answer
+``12.sample_with_cache`` also watches every call of the model (its forward, replaced on the model while the
+student's code runs): the prompt must go in once, then only the new token each step, always into the same cache;
+and the model must be left as it was (its mode, dtype, ``requires_grad``), as must PyTorch's global switches. The worked solutions are in the answer
 key :mod:`.solutions.nb12`.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import random
@@ -29,6 +31,7 @@ from ..i18n import tr
 from ..modern import ModernConfig, ModernTransformer
 from ..sampling import next_token_probs, top_p_filter
 from ._core import (
+    STATE_HINTS,
     Feedback,
     Hints,
     attempt,
@@ -39,6 +42,7 @@ from ._core import (
     forbid,
     stop,
     type_name,
+    watch,
 )
 
 __all__ = ["HINTS", "check_bits_per_byte", "check_narrow", "check_sample"]
@@ -46,6 +50,7 @@ __all__ = ["HINTS", "check_bits_per_byte", "check_narrow", "check_sample"]
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
     {
+        **STATE_HINTS,
         "nan": ("el resultado es NaN o infinito.", "the result is NaN or infinite."),
         "not_a_number": (
             "devuelve un número (float), no {got}.",
@@ -124,12 +129,20 @@ HINTS = Hints(
             "return a pair of integers, `(new_low, new_high)`, not {got}.",
         ),
         "narrow_float": (
-            "tus extremos, {got}, se desvían de {want}: ¿divides con `/`? Con un intervalo de 2^32 enteros y un total "
-            "de 2^24 los productos pasan de 2^53, donde un float ya no los guarda exactos. Usa la división entera, "
-            "`//`.",
-            "your ends, {got}, are off from {want}: do you divide with `/`? With an interval of 2^32 integers and a "
-            "total of 2^24 the products go past 2^53, where a float no longer holds them exactly. Use integer "
-            "division, `//`.",
+            "tus extremos, {got}, se desvían de {want}: ¿calculas con floats (`/`, o una anchura `float(...)`)? Con "
+            "un intervalo de 2^32 enteros y un total de 2^24 los productos pasan de 2^53, donde un float ya no los "
+            "guarda exactos. Calcula solo con enteros y la división entera, `//`.",
+            "your ends, {got}, are off from {want}: do you compute with floats (`/`, or a `float(...)` width)? With "
+            "an interval of 2^32 integers and a total of 2^24 the products go past 2^53, where a float no longer "
+            "holds them exactly. Compute with integers only and integer division, `//`.",
+        ),
+        "narrow_not_int": (
+            "devuelves decimales ({got}), y los extremos son enteros: ¿pasas algo a float (`float(...)`, `/`) antes "
+            "de dividir? Aunque aquí salgan bien, pasado 2^53 un float ya no guarda los productos exactos y un "
+            "extremo se desvía en uno. Calcula solo con enteros, `//`, y devuelve enteros.",
+            "you return floats ({got}), and the ends are integers: do you turn something into a float (`float(...)`, "
+            "`/`) before dividing? Even where they come out right here, past 2^53 a float no longer holds the "
+            "products exactly and an end is off by one. Compute with integers only, `//`, and return integers.",
         ),
         "narrow_round": (
             "redondeas al entero más cercano (`round`): la parte del símbolo empieza y acaba donde dice el suelo, "
@@ -205,10 +218,10 @@ HINTS = Hints(
             "you return {got} ids and {n} are asked for, one per new token.",
         ),
         "sample_not_called": (
-            "el modelo no se llama como `model(tokens, cache=cache)` (¿usas `model.forward` u otra función?): "
-            "llámalo así, para que cada paso use la caché.",
-            "the model is not called as `model(tokens, cache=cache)` (do you use `model.forward` or another "
-            "function?): call it that way, so that each step uses the cache.",
+            "tu función no llama al modelo: cada token sale de los logits que da `model(tokens, cache=cache)` en "
+            "la última posición.",
+            "your function does not call the model: each token comes from the logits `model(tokens, cache=cache)` "
+            "gives at the last position.",
         ),
         "sample_no_cache": (
             "llamas al modelo sin caché (`cache=None` o sin `cache=`), y cada paso recalcula toda la secuencia. "
@@ -453,6 +466,10 @@ _NARROW_CASES = [
     (2_147_483_000, 4_294_000_000, 9, 13, 13),
     (249_024_353, 4_107_933_480, 4_718_221, 14_154_663, 16_777_213),
     (7, _WHOLE - 5, 12_345_671, 12_345_672, 1 << 24),
+    # width · start ≡ 1 (mod total), and width · stop ≡ 1: a product rounded to a float, even with `//` after it,
+    # falls below the multiple of total it passes, and an end is off by one
+    (475_037_531, 3_819_929_764, 9_000_001, 9_000_008, 16_777_213),
+    (355_140_135, 3_584_687_025, 12_995_680, 13_000_001, 16_776_215),
 ]
 
 
@@ -463,6 +480,8 @@ def _narrow_mistakes(low: int, high: int, start: int, stop: int, total: int) -> 
     return [
         ("narrow_float", (int(low + width * start / total), int(low + width * stop / total) - 1)),
         ("narrow_float", (low + int(width * start / total), low + int(width * stop / total) - 1)),
+        ("narrow_float", (low + float(width) * start // total, low + float(width) * stop // total - 1)),
+        ("narrow_float", (int(low + float(width) * start // total), int(low + float(width) * stop // total - 1))),
         ("narrow_round", (low + round(width * start / total), low + round(width * stop / total) - 1)),
         ("narrow_no_low", (width * start // total, width * stop // total - 1)),
         ("narrow_width", (low + (width - 1) * start // total, low + (width - 1) * stop // total - 1)),
@@ -492,6 +511,11 @@ def _pair(lang: str, got: Any) -> tuple[int, int] | tuple[float, float]:
     return tuple(pair)
 
 
+def _has_float(pair: tuple) -> bool:
+    """An end that is not an integer: exact past 2^53 only by luck."""
+    return any(not isinstance(x, numbers.Integral) for x in pair)
+
+
 def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
     """Compress a message with the package's encoder narrowing with ``narrow``, decode it with the package's
     decoder: None when it comes back, else why not. Every interval ``narrow`` gives is checked first (a wrong one
@@ -501,7 +525,7 @@ def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
         want = compression.narrow(*case)
         with forbid(_NARROW_TOOLS, *_NARROW_WHY):
             got = _pair(lang, attempt(lang, narrow, *case))
-        if got != want:
+        if got != want or _has_float(got):
             low, high, start, end, total = case
             raise stop(
                 HINTS(lang, "narrow_other", low=low, high=high, start=start, stop=end, total=total, got=got, want=want)
@@ -548,17 +572,19 @@ def check_narrow(narrow: Callable[[int, int, int, int, int], tuple[int, int]], l
     and the package's decoder must give it back.
     """
     right = [compression.narrow(*case) for case in _NARROW_CASES]  # before the student's code runs
-    with forbid(_NARROW_TOOLS, *_NARROW_WHY):
+    with watch() as left, forbid(_NARROW_TOOLS, *_NARROW_WHY):
         answers = [_pair(lang, attempt(lang, narrow, *case)) for case in _NARROW_CASES]
-    if answers != right:
+    if answers != right or any(_has_float(pair) for pair in answers):
         bank = by_key([_narrow_mistakes(*case) for case in _NARROW_CASES])
         key = diagnose(answers, bank, same=lambda a, b: tuple(a) == tuple(b))
-        if key is None and any(isinstance(x, float) for pair in answers for x in pair):
-            key = "narrow_float"
-        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if got != want)
+        if key is None and any(_has_float(pair) for pair in answers):
+            key = "narrow_float" if answers != right else "narrow_not_int"
+        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if got != want or _has_float(got))
         low, high, start, stop_, total = _NARROW_CASES[first]
         fields = {"low": low, "high": high, "start": start, "stop": stop_, "total": total}
         return HINTS(lang, key or "narrow_other", got=answers[first], want=right[first], **fields)
+    if left.left(lang, HINTS) is not None:
+        return left.left(lang, HINTS)
     why = _round_trip(lang, narrow)
     if why is not None:
         return HINTS(lang, "narrow_round_trip", why=why)
@@ -714,6 +740,28 @@ def _check_calls(lang: str, calls: list[tuple[Any, Any, int | None]], prompt: li
         raise stop(HINTS(lang, "sample_fed_other", step=step + 2, fed=fed[step], sampled=ids[step]))
 
 
+_FORWARD = inspect.signature(ModernTransformer.forward)
+
+
+def _recording(model: ModernTransformer, calls: list[tuple[Any, Any, int | None]]) -> Callable[..., Any]:
+    """The model's own forward, recording each call's (tokens, cache, the cache's length before the call) in
+    ``calls``: set on the model itself, so that a call through ``model(...)`` and one through ``model.forward(...)``
+    are both seen."""
+    forward = type(model).forward.__get__(model)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            given = _FORWARD.bind(model, *args, **kwargs).arguments
+        except TypeError:  # the model's own call raises it, with Python's words
+            given = {}
+        tokens, cache = given.get("tokens"), given.get("cache")
+        tokens = tokens.detach().clone() if isinstance(tokens, Tensor) else tokens
+        calls.append((tokens, cache, len(cache) if cache is not None else None))
+        return forward(*args, **kwargs)
+
+    return recorded
+
+
 # generate (and the checker's own loop) are wrapped by torch.no_grad: their inner functions are switched off, so
 # every reference to them is.
 _SAMPLE_TOOLS = (
@@ -733,35 +781,32 @@ def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> F
     ``generate(model, torch.tensor([prompt_ids]), n_new, temperature=..., top_p=..., generator=...)`` from the
     same generator state, drawn with the cache: the prompt once, then one new token per call.
 
-    A forward pre-hook on the model records each call; the cases run in order, and the first one the answer
-    gets wrong decides.
+    The model's forward, replaced on the model itself while the student's function runs, records each call (through
+    ``model(...)`` or ``model.forward(...)``); the model and PyTorch's global switches must be left as they were
+    (:func:`~._core.watch`). The cases run in order, and the first one the answer gets wrong decides.
     """
-    models = {flat: _tiny_model(flat) for flat in (False, True)}
+    # the flat model handed over in train mode (a model in the middle of training): a mode left changed shows
+    models = {flat: _tiny_model(flat).train(flat) for flat in (False, True)}
     for prompt, n, t, p, seed, flat in _SAMPLE_CASES:
         model = models[flat]
         want = _reference(model, prompt, n, t, p, seed)
         calls: list[tuple[Any, Any, int | None]] = []
-
-        def record(module: Any, args: tuple, kwargs: dict, calls: list = calls) -> None:
-            tokens = args[0] if args else kwargs.get("tokens")
-            cache = kwargs.get("cache", args[4] if len(args) > 4 else None)
-            tokens = tokens.detach().clone() if isinstance(tokens, Tensor) else tokens
-            calls.append((tokens, cache, len(cache) if cache is not None else None))
-
         generator = torch.Generator().manual_seed(seed)
         before = generator.get_state().clone()
-        handle = model.register_forward_pre_hook(record, with_kwargs=True)
         prompt_ids = list(prompt)  # the caller's list: it must be left as it was
+        model.forward = _recording(model, calls)  # `model(...)` and `model.forward(...)` both go through it
         try:
-            with forbid(_SAMPLE_TOOLS, *_SAMPLE_WHY):
+            with watch(model) as left, forbid(_SAMPLE_TOOLS, *_SAMPLE_WHY):
                 got = attempt(lang, sample, model, prompt_ids, n, t, p, generator)
         finally:
-            handle.remove()
+            del model.forward
         if prompt_ids != prompt:
             return HINTS(lang, "sample_prompt_changed")
         ids = _ids(lang, got, prompt, n)
         _check_calls(lang, calls, prompt, ids)
         if ids == want:
+            if left.left(lang, HINTS) is not None:
+                return left.left(lang, HINTS)
             continue
         key = diagnose(  # the mistakes drawn by a model the student's code never touched
             [ids],
@@ -770,6 +815,8 @@ def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> F
         )
         if key is None and torch.equal(before, generator.get_state()):
             key = "sample_generator"
+        if key is None and left.left(lang, HINTS) is not None:
+            return left.left(lang, HINTS)
         return HINTS(lang, key or "sample_other", prompt=prompt, temperature=t, top_p=p, got=ids, want=want)
     return correct(
         lang,
