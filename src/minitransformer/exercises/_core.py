@@ -752,11 +752,11 @@ class _Watch:
                     self.tensors[name].data = value.clone()
         return False
 
-    def left(self, lang: str, hints: Hints) -> Feedback | None:
+    def left(self, lang: str, hints: Hints, otherwise: Feedback | None = None) -> Feedback | None:
         """The hint (of the module's ``hints``, which merge :data:`STATE_HINTS`) for the first thing the block left
-        changed, or None when everything is as it was."""
+        changed, or ``otherwise`` when everything is as it was. (Not ``left(...) or ...``: a "not yet" is falsy.)"""
         if self.found is None:
-            return None
+            return otherwise
         key, fields = self.found
         return hints(lang, key, **(fields(lang) if callable(fields) else fields))
 

@@ -434,7 +434,7 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
             if key is not None:
                 return HINTS(lang, key, **fields)
             diff = float((matrix.detach().cpu().double() - want).abs().max())
-            return left.left(lang, HINTS) or HINTS(lang, "ov_other", diff=diff, **fields)
+            return left.left(lang, HINTS, HINTS(lang, "ov_other", diff=diff, **fields))
         if left.left(lang, HINTS) is not None:
             return left.left(lang, HINTS)
     return correct(
@@ -562,7 +562,7 @@ def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang
     fields = {"H": H, "T": T, "P": P, "n": T - P, "n1": T - P + 1, "got": _shown(lang, answers[first])}
     if key is not None:
         return HINTS(lang, key, **fields)
-    return next((f for f in left if f is not None), None) or HINTS(lang, "ind_other", **fields)
+    return next((f for f in left if f is not None), HINTS(lang, "ind_other", **fields))
 
 
 # ---- 13.ablate_head ------------------------------------------------------------------------------
@@ -683,7 +683,7 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
             if key is not None:
                 return HINTS(lang, key, **fields)
             diff = float((logits.detach().cpu().double() - want).abs().max())
-            return left.left(lang, HINTS) or HINTS(lang, "abl_other", diff=diff, **fields)
+            return left.left(lang, HINTS, HINTS(lang, "abl_other", diff=diff, **fields))
         if left.left(lang, HINTS) is not None:
             return left.left(lang, HINTS)
     return correct(
