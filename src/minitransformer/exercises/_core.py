@@ -747,9 +747,8 @@ class _Watch:
             _set_global_state(self.globals)
             for model, state in zip(self.models, self.states):
                 _restore_model(model, state)
-            for name, (value, _, _) in self.inputs.items():
-                with torch.no_grad():
-                    self.tensors[name].data = value.clone()
+            # the tensors handed over are left as the student's code left them: they are the checker's own copies,
+            # and the answer may be one of them (``return k`` after changing it in place)
         return False
 
     def left(self, lang: str, hints: Hints, otherwise: Feedback | None = None) -> Feedback | None:
@@ -770,8 +769,9 @@ def watch(
     Watched: PyTorch's global switches (grad mode, inference mode, the default dtype and device), the tensors handed
     to the student (``tensors``: name -> the very tensor passed), and every ``model``: its weights' values, dtypes,
     devices and ``requires_grad``, its modules' modes, hooks and methods, and its modules' classes' methods (a
-    weight changed gets the hint ``changed``). Whatever the block changed is put back on the way out, reported or
-    not, so that neither the notebook nor the checker's next case runs in the student's leftovers. The module's
+    weight changed gets the hint ``changed``). Whatever the block changed of PyTorch's switches and of the models is put
+    back on the way out, reported or not, so that neither the notebook nor the checker's next case runs in the
+    student's leftovers; the tensors handed over (the checker's own copies, which the answer may be) are not. The module's
     HINTS must merge :data:`STATE_HINTS`."""
     return _Watch(models, tensors or {}, changed)
 

@@ -14,9 +14,7 @@ answer key :mod:`.solutions.nb13`.
 from __future__ import annotations
 
 import copy
-import numbers
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -35,14 +33,11 @@ from ._core import (
     diagnose,
     exercise,
     forbid,
-    num,
-    stop,
     tensor,
-    type_name,
     watch,
 )
 
-__all__ = ["HINTS", "check_ov_circuit", "check_induction_score", "check_ablate_head"]
+__all__ = ["HINTS", "check_ov_circuit", "check_smeared_keys", "check_ablate_head"]
 
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
@@ -50,30 +45,6 @@ HINTS = Hints(
         "nan": COMMON_HINTS["nan"],
         "shape": COMMON_HINTS["shape"],
         **STATE_HINTS,
-        "scores_type": (
-            "devuelve una lista (o un tensor) de números, uno por cabeza, no {got}.",
-            "return a list (or a tensor) of numbers, one per head, not {got}.",
-        ),
-        "one_number": (
-            "devuelves un solo número, y el patrón tiene {H} cabezas: devuelve una puntuación por cabeza. "
-            "¿Promedias también sobre el eje de las cabezas (el 0)? Promedia solo sobre las posiciones.",
-            "you return a single number, and the pattern has {H} heads: return one score per head. Do you also "
-            "average over the heads' axis (axis 0)? Average over the positions only.",
-        ),
-        "per_position": (
-            "devuelves {got} números, uno por cabeza y posición: falta promediar sobre las posiciones (el último "
-            "eje) para quedarte con uno por cabeza, forma ({H},).",
-            "you return {got} numbers, one per head and position: they still have to be averaged over the "
-            "positions (the last axis), to keep one per head, shape ({H},).",
-        ),
-        "scores_shape": (
-            "devuelves forma {got} y se pide ({H},), una puntuación por cabeza (el patrón es (H, T, T) = {shape}). "
-            "Si usas `diagonal`, dile qué ejes: `diagonal(offset=..., dim1=-2, dim2=-1)`; sin ellos toma los dos "
-            "primeros (cabezas y filas).",
-            "you return shape {got} and ({H},) is asked for, one score per head (the pattern is (H, T, T) = {shape}). "
-            "If you use `diagonal`, tell it which axes: `diagonal(offset=..., dim1=-2, dim2=-1)`; without them it "
-            "takes the first two (heads and rows).",
-        ),
         # ---- 13.ov_circuit
         "ov_transposed": (
             "devuelves la matriz traspuesta: las filas son el token al que la cabeza atiende (el de `W_E`) y las "
@@ -125,73 +96,64 @@ HINTS = Hints(
             "for head {layer}.{head} your matrix is not the expected one (the largest difference is {diff}). Row s: "
             "((W_E[s] ⊙ γ₁) · the head's W_vᵀ · the head's W_oᵀ) ⊙ γ_f · W_Uᵀ.",
         ),
-        # ---- 13.induction_score
-        "ind_last_copy": (
-            "solo sumas la posición t − P + 1 (la copia anterior más cercana): con T = {T} y P = {P} hay "
-            "posiciones con varias copias anteriores, y la puntuación suma la atención a todas, "
-            "s = t − kP + 1 para k = 1, 2, … mientras s ≥ 1.",
-            "you only add position t − P + 1 (the nearest earlier copy): with T = {T} and P = {P} some positions "
-            "have several earlier copies, and the score adds the attention to all of them, s = t − kP + 1 for "
-            "k = 1, 2, … while s ≥ 1.",
+        # ---- 13.smeared_keys
+        "smear_no_sigmoid": (
+            "usas `alpha` tal cual como peso de la mezcla: es un número cualquiera (se aprende sin límites), y el "
+            "peso es σ(alpha) = `torch.sigmoid(alpha)`, entre 0 y 1.",
+            "you use `alpha` as it is as the mix's weight: it is any number (it is learned without bounds), and the "
+            "weight is σ(alpha) = `torch.sigmoid(alpha)`, between 0 and 1.",
         ),
-        "ind_duplicate": (
-            "sumas la atención a t − P (o t − kP): la copia anterior del mismo token. Eso mide una cabeza de "
-            "«token duplicado»; una cabeza de inducción mira al token que vino después de esa copia, "
-            "t − kP + 1.",
-            "you add the attention to t − P (or t − kP): the earlier copy of the same token. That measures a "
-            "“duplicate-token” head; an induction head looks at the token that came after that copy, t − kP + 1.",
+        "smear_swapped": (
+            "das el peso σ(alpha) a la clave anterior y 1 − σ(alpha) a la propia: es al revés, "
+            "σ(alpha) · k[t] + (1 − σ(alpha)) · k[t − 1].",
+            "you give the weight σ(alpha) to the previous key and 1 − σ(alpha) to the key itself: it is the other way "
+            "round, σ(alpha) · k[t] + (1 − σ(alpha)) · k[t − 1].",
         ),
-        "ind_before_copy": (
-            "sumas la atención a t − P − 1 (o t − kP − 1), el token anterior a la copia: es un paso más a la "
-            "izquierda, y se pide un paso a la derecha de la copia, t − kP + 1.",
-            "you add the attention to t − P − 1 (or t − kP − 1), the token before the copy: that is one step "
-            "further left, and one step to the right of the copy is asked for, t − kP + 1.",
+        "smear_next": (
+            "mezclas cada clave con la de la posición **siguiente**, t + 1: la clave que se mezcla es la anterior, "
+            "t − 1 (la cabeza de la capa única tiene que poder ver qué token vino antes de cada posición).",
+            "you mix each key with the **next** position's, t + 1: the key mixed in is the previous one, t − 1 (the "
+            "single layer's head must be able to see which token came before each position).",
         ),
-        "ind_position_zero": (
-            "cuentas también la posición s = 0 cuando t − kP + 1 = 0: ahí la «copia» estaría en −1, que no "
-            "existe. Suma solo las s = t − kP + 1 ≥ 1.",
-            "you also count position s = 0 when t − kP + 1 = 0: the “copy” there would be at −1, which does not "
-            "exist. Add only the s = t − kP + 1 ≥ 1.",
+        "smear_wraps": (
+            "la posición 0 se mezcla con la última clave (¿`torch.roll`?): la posición 0 no tiene anterior y su "
+            "clave queda igual.",
+            "position 0 is mixed with the last key (`torch.roll`?): position 0 has no previous position and its key "
+            "stays as it is.",
         ),
-        "ind_mean_copies": (
-            "promedias la atención sobre las copias anteriores: se suma (la atención total que va a los tokens "
-            "que siguieron a alguna copia), y luego se promedia sobre las posiciones t ≥ P.",
-            "you average the attention over the earlier copies: it is summed (the total attention that goes to "
-            "the tokens that followed some copy), and then averaged over the positions t ≥ P.",
+        "smear_first_zero": (
+            "la posición 0 se mezcla con ceros (¿rellenas con ceros a la izquierda?): no tiene anterior, y su clave "
+            "queda igual, sin el factor σ(alpha).",
+            "position 0 is mixed with zeros (do you pad with zeros on the left?): it has no previous position, and "
+            "its key stays as it is, without the factor σ(alpha).",
         ),
-        "ind_all_positions": (
-            "promedias sobre las T = {T} posiciones: las t < P = {P} todavía no han visto ninguna copia y no "
-            "cuentan. Promedia solo sobre t = P … T − 1 ({n} posiciones).",
-            "you average over all T = {T} positions: those with t < P = {P} have not seen any copy yet and do not "
-            "count. Average over t = P … T − 1 only ({n} positions).",
+        "smear_recursive": (
+            "mezclas con la clave anterior **ya mezclada**: cambias las claves posición a posición en su sitio, y la "
+            "t − 1 ya no es la original. Calcula todas a partir de las claves de entrada (por ejemplo con "
+            "`k[..., :-1, :]` y `k[..., 1:, :]`).",
+            "you mix with the previous key **already mixed**: you change the keys position by position in place, "
+            "and the one at t − 1 is no longer the original. Compute them all from the input keys (for example "
+            "with `k[..., :-1, :]` and `k[..., 1:, :]`).",
         ),
-        "ind_start": (
-            "divides entre T − P + 1 = {n1} en vez de entre T − P = {n}: ¿empiezas en t = P − 1, o divides entre "
-            "una posición de más? (Las dos cosas dan los mismos números: en t = P − 1 no hay ninguna copia "
-            "anterior que sumar.) La primera posición con una copia anterior es t = P (su token es el de la "
-            "posición 0): promedia sobre t = P … T − 1.",
-            "you divide by T − P + 1 = {n1} instead of T − P = {n}: do you start at t = P − 1, or divide by one "
-            "position too many? (Both give the same numbers: at t = P − 1 there is no earlier copy to add.) The "
-            "first position with an earlier copy is t = P (its token is position 0's): average over t = P … T − 1.",
+        "smear_no_alpha": (
+            "haces la media de cada clave y la anterior, sin `alpha`: el peso es σ(alpha) de cada cabeza, distinto en "
+            "cada una y aprendido.",
+            "you average each key with the previous one, without `alpha`: the weight is each head's σ(alpha), "
+            "different in each and learned.",
         ),
-        "ind_sum": (
-            "sumas sobre las posiciones sin promediar: divide entre las T − P = {n} posiciones t ≥ P, para que una "
-            "cabeza de inducción perfecta puntúe 1.",
-            "you sum over the positions without averaging: divide by the T − P = {n} positions t ≥ P, so that a "
-            "perfect induction head scores 1.",
+        "smear_alpha_axis": (
+            "aplicas el `alpha` de una cabeza a otras: `alpha` tiene forma ({H},), uno por cabeza, y las cabezas son "
+            "el eje 1 de `k` (B, H, T, Dh): `torch.sigmoid(alpha).view(1, -1, 1, 1)`.",
+            "you apply one head's `alpha` to others: `alpha` has shape ({H},), one per head, and the heads are axis "
+            "1 of `k` (B, H, T, Dh): `torch.sigmoid(alpha).view(1, -1, 1, 1)`.",
         ),
-        "ind_transposed": (
-            "te salen ceros: lees `pattern[h, s, t]` (el patrón traspuesto), la atención de una posición anterior "
-            "a una posterior, que la máscara causal pone a cero. Las filas son quien mira: usa `pattern[h, t, s]`.",
-            "you get zeros: you read `pattern[h, s, t]` (the transposed pattern), the attention from an earlier "
-            "position to a later one, which the causal mask sets to zero. Rows are who looks: use "
-            "`pattern[h, t, s]`.",
-        ),
-        "ind_other": (
-            "con {H} cabezas, T = {T} y periodo P = {P} devuelves {got}. Para cada t ≥ P, suma "
-            "`pattern[h, t, s]` sobre s = t − kP + 1 (k = 1, 2, …, s ≥ 1); luego promedia sobre t = P … T − 1.",
-            "with {H} heads, T = {T} and period P = {P} you return {got}. For each t ≥ P, add `pattern[h, t, s]` "
-            "over s = t − kP + 1 (k = 1, 2, …, s ≥ 1); then average over t = P … T − 1.",
+        "smear_other": (
+            "con k de forma {shape} y alpha = {alpha}, tus claves no son las esperadas (la mayor diferencia es "
+            "{diff}). La clave t ≥ 1 de la cabeza h es σ(alpha[h]) · k[:, h, t] + (1 − σ(alpha[h])) · "
+            "k[:, h, t − 1]; la 0 queda igual.",
+            "with k of shape {shape} and alpha = {alpha}, your keys are not the expected ones (the largest "
+            "difference is {diff}). Key t ≥ 1 of head h is σ(alpha[h]) · k[:, h, t] + (1 − σ(alpha[h])) · "
+            "k[:, h, t − 1]; key 0 stays as it is.",
         ),
         # ---- 13.ablate_head
         "abl_rows": (
@@ -258,68 +220,6 @@ HINTS = Hints(
         ),
     }
 )
-
-
-def _scores(lang: str, got: Any, H: int, T: int) -> Tensor:
-    """The answer as a double tensor (H,): a list, tuple or tensor of H numbers ((1, H) and (H, 1) are taken);
-    anything else stops the check with its hint."""
-    if isinstance(got, Tensor):
-        if got.is_complex() or got.dtype == torch.bool:
-            raise stop(HINTS(lang, "scores_type", got=f"Tensor {got.dtype}"))
-        x = got.detach().cpu().double()
-    elif isinstance(got, (list, tuple)):
-        items = []
-        for item in got:
-            if isinstance(item, Tensor) and item.numel() == 1 and not item.is_complex() and item.dtype != torch.bool:
-                item = item.item()
-            if isinstance(item, bool) or not isinstance(item, numbers.Real):
-                raise stop(HINTS(lang, "scores_type", got=f"{type_name(got)} [{type_name(item)}, …]"))
-            items.append(float(item))
-        x = torch.tensor(items, dtype=torch.double)
-    elif isinstance(got, numbers.Real) and not isinstance(got, bool):
-        x = torch.tensor(float(got), dtype=torch.double)
-    else:
-        raise stop(HINTS(lang, "scores_type", got=type_name(got)))
-    if x.numel() == 1 and H > 1:
-        raise stop(HINTS(lang, "one_number", H=H))
-    if tuple(x.shape) in ((H, T), (H, T - 1)):
-        raise stop(HINTS(lang, "per_position", got=" × ".join(map(str, x.shape)), H=H))
-    if x.numel() == H and x.dim() in (1, 2) and H in x.shape:
-        x = x.reshape(H)
-    else:
-        raise stop(HINTS(lang, "scores_shape", got=tuple(x.shape), H=H, shape=(H, T, T)))
-    if not bool(torch.isfinite(x).all()):
-        raise stop(HINTS(lang, "nan"))
-    return x
-
-
-def _shown(lang: str, x: Tensor) -> str:
-    """Scores as the notebook shows them: [0,25; 0,5] in Spanish, [0.25, 0.5] in English."""
-    return "[" + ("; " if lang == "es" else ", ").join(num(lang, float(v)) for v in x) + "]"
-
-
-def _causal(H: int, T: int, seed: int, sharpness: float = 2.0) -> Tensor:
-    """Random causal attention (H, T, T) from its own seed: every row a softmax over positions 0 … t."""
-    g = torch.Generator().manual_seed(seed)
-    scores = torch.randn(H, T, T, generator=g, dtype=torch.float64) * sharpness
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-
-
-def _at(T: int, back: Callable[[int], list[int]]) -> Tensor:
-    """A pattern (T, T) that spreads each row t over the positions ``back(t)`` (unevenly: the nearest gets the
-    most), or puts it on t itself where there are none."""
-    p = torch.zeros(T, T, dtype=torch.float64)
-    for t in range(T):
-        where = [s for s in back(t) if 0 <= s <= t] or [t]
-        w = torch.tensor([0.6**i for i in range(len(where))], dtype=torch.float64)
-        p[t, where] = w / w.sum()
-    return p
-
-
-def _mix(parts: list[tuple[float, Tensor]]) -> Tensor:
-    """A weighted mixture of patterns (weights summing to 1): still causal, rows still summing to 1."""
-    return sum(w * p for w, p in parts)  # type: ignore[return-value]
 
 
 # ---- 13.ov_circuit -------------------------------------------------------------------------------
@@ -446,123 +346,135 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
     )
 
 
-# ---- 13.induction_score --------------------------------------------------------------------------
+# ---- 13.smeared_keys -----------------------------------------------------------------------------
 
 
-def _ind_pattern(H: int, T: int, P: int, seed: int) -> Tensor:
-    """Heads that mix, in different amounts, attention to the tokens after the earlier copies (t − kP + 1),
-    to the earlier copies themselves (t − kP), to the previous token, to position 0 and random attention
-    (float32)."""
-    rand = _causal(H, T, seed)
-    induction = _at(T, lambda t: [t - k * P + 1 for k in range(1, T) if t - k * P + 1 >= 1])
-    duplicate = _at(T, lambda t: [t - k * P for k in range(1, T) if t - k * P >= 0])
-    previous = _at(T, lambda t: [t - 1])
-    first = _at(T, lambda t: [0])
-    weights = [(0.55, 0.15, 0.1, 0.05), (0.1, 0.5, 0.2, 0.05), (0.2, 0.1, 0.45, 0.1), (0.3, 0.3, 0.0, 0.2)]
-    heads = []
-    for h in range(H):
-        a, b, c, d = weights[h % len(weights)]
-        heads.append(_mix([(a, induction), (b, duplicate), (c, previous), (d, first), (1 - a - b - c - d, rand[h])]))
-    return torch.stack(heads).float()
+def _one_layer_keys() -> Tensor:
+    """The keys of notebook 13's architecture with one layer only (Olsson et al.'s smeared keys are what lets one
+    layer make an induction head), on two rows of 11 tokens, from fixed seeds (the notebook's random state is left
+    alone). Shapes: -> (2, 4, 11, 6)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(131)
+        config = ModernConfig(
+            vocab_size=20, d_model=24, n_heads=4, n_layers=1, feed_forward="none", max_len=16, positional="rope"
+        )
+        model = ModernTransformer(config).eval()
+    tokens = torch.randint(0, 20, (2, 11), generator=torch.Generator().manual_seed(1311))
+    block = model.blocks[0]
+    with torch.no_grad():
+        x = block.norm1(model.token(tokens))  # (B, T, D)
+        return block.attn.W_k(x).view(2, 11, 4, 6).transpose(1, 2).contiguous()  # (B, H, T, Dh)
 
 
-# (H, T, P, seed): lengths that are not multiples of the period, two to five copies, one with T < 2P.
-_IND_CASES = [(2, 17, 5, 11), (3, 23, 4, 12), (4, 15, 6, 13), (2, 13, 8, 14)]
+def _smear_cases() -> list[tuple[Tensor, Tensor]]:
+    """(k, alpha): shapes whose axes all differ (B ≠ H ≠ T ≠ Dh), alphas far from 0 of both signs, one of 0 and
+    unequal across heads, and the keys of a one-layer model."""
+    cases = []
+    for (B, H, T, Dh), seed in (((2, 3, 7, 5), 1), ((1, 4, 9, 2), 2), ((3, 2, 5, 8), 3)):
+        k = torch.randn(B, H, T, Dh, generator=torch.Generator().manual_seed(seed))
+        alpha = torch.linspace(-2.5, 3.0, H) + 0.37 * seed
+        cases.append((k, alpha))
+    cases.append((_one_layer_keys(), torch.tensor([1.5, -0.8, 0.0, 4.0])))
+    return cases
 
 
-def _ind_variant(
-    p: Tensor,
-    P: int,
+def _smeared(
+    k: Tensor,
+    alpha: Tensor,
     *,
-    shift: int = 1,
-    last_only: bool = False,
-    first_t: int | None = None,
-    min_s: int = 1,
-    per_t: str = "sum",
-    over: str = "mean",
+    weight: Tensor | None = None,
+    swap: bool = False,
+    previous: str = "before",
+    recursive: bool = False,
 ) -> Tensor:
-    """The induction score written as a loop, with one thing changed: the copy ``t − kP + shift``, only the
-    last copy, the first position counted, the smallest key position, the copies summed or averaged, and the
-    positions averaged, summed or divided by T. Without changes: the package's score."""
-    p = p.double()
-    H, T, _ = p.shape
-    first_t = P if first_t is None else first_t
-    rows = []
-    for t in range(first_t, T):
-        keys = [t - k * P + shift for k in range(1, T + 1) if min_s <= t - k * P + shift <= t]
-        keys = keys[:1] if last_only else keys
-        weight = p[:, t, keys].sum(-1) if keys else torch.zeros(H, dtype=torch.float64)
-        rows.append(weight / len(keys) if keys and per_t == "mean" else weight)
-    total = torch.stack(rows).sum(0)
-    return {"mean": total / len(rows), "sum": total, "all": total / T}[over]
+    """The smeared keys, written as a loop over positions, with one thing changed: the mix's weight (``weight``,
+    by default σ(alpha) per head), its two parts swapped, what is mixed in (``previous``: the key ``before``, the
+    ``next`` one, ``roll``'s wrap-around at 0, ``zeros`` before 0) or the already-smeared key before. Without
+    changes: the right keys. Shapes: k (B, H, T, Dh), alpha (H,) -> (B, H, T, Dh), double."""
+    k = k.double()
+    w = (torch.sigmoid(alpha.double()) if weight is None else weight.double()).view(1, -1, 1)  # (1, H, 1)
+    out = k.clone()
+    T = k.size(-2)
+    for t in range(T):
+        if previous == "before":
+            if t == 0:
+                continue
+            other = (out if recursive else k)[:, :, t - 1]
+        elif previous == "next":
+            if t == T - 1:
+                continue
+            other = k[:, :, t + 1]
+        elif previous == "roll":
+            other = k[:, :, t - 1]  # t = 0: the last one
+        else:  # "zeros"
+            other = k[:, :, t - 1] if t else torch.zeros_like(k[:, :, 0])
+        a, b = (1 - w, w) if swap else (w, 1 - w)
+        out[:, :, t] = a * k[:, :, t] + b * other
+    return out
 
 
-def _ind_mistakes(p: Tensor, P: int) -> list[tuple[str, Tensor]]:
-    """What each typical mistake gives on one pattern; two ways to make one mistake share a key."""
+def _smear_mistakes(k: Tensor, alpha: Tensor) -> list[tuple[str, Tensor]]:
+    """What each typical mistake gives on one case; two ways to make one mistake share a key."""
+    H = k.size(1)
     return [
-        ("ind_last_copy", _ind_variant(p, P, last_only=True)),
-        ("ind_duplicate", _ind_variant(p, P, shift=0, min_s=0)),
-        ("ind_duplicate", _ind_variant(p, P, shift=0, min_s=0, last_only=True)),
-        ("ind_duplicate", _ind_variant(p, P, shift=0)),
-        ("ind_before_copy", _ind_variant(p, P, shift=-1, min_s=0)),
-        ("ind_before_copy", _ind_variant(p, P, shift=-1, min_s=0, last_only=True)),
-        ("ind_position_zero", _ind_variant(p, P, min_s=0)),
-        ("ind_mean_copies", _ind_variant(p, P, per_t="mean")),
-        ("ind_all_positions", _ind_variant(p, P, over="all")),
-        ("ind_start", _ind_variant(p, P, first_t=P - 1)),
-        ("ind_start", _ind_variant(p, P, first_t=P - 1, min_s=0)),
-        ("ind_sum", _ind_variant(p, P, over="sum")),
-        ("ind_transposed", _ind_variant(p.transpose(-1, -2), P)),
+        ("smear_no_sigmoid", _smeared(k, alpha, weight=alpha)),
+        ("smear_swapped", _smeared(k, alpha, swap=True)),
+        ("smear_next", _smeared(k, alpha, previous="next")),
+        ("smear_wraps", _smeared(k, alpha, previous="roll")),
+        ("smear_first_zero", _smeared(k, alpha, previous="zeros")),
+        ("smear_recursive", _smeared(k, alpha, recursive=True)),
+        ("smear_no_alpha", _smeared(k, alpha, weight=torch.full((H,), 0.5))),
+        ("smear_alpha_axis", _smeared(k, alpha, weight=torch.sigmoid(alpha).flip(0))),
+        ("smear_alpha_axis", _smeared(k, alpha, weight=torch.full((H,), float(torch.sigmoid(alpha[0]))))),
     ]
 
 
-_SCORE_WHY = (
-    "escribe tú la puntuación a partir del patrón (con índices, `diagonal` o un bucle).",
-    "write the score yourself from the pattern (with indexing, `diagonal` or a loop).",
+_SMEAR_TOOLS = (
+    ("minitransformer.exercises.circuits._smeared", "_smeared"),
+    ("minitransformer.exercises.circuits._smear_mistakes", "_smear_mistakes"),
+)
+_SMEAR_WHY = (
+    "escribe tú la mezcla de las claves.",
+    "write the mixing of the keys yourself.",
 )
 
-# the package's score, and the checker's own loop (which, without changes, is the right answer)
-_IND_TOOLS = (
-    ("minitransformer.circuits.induction_score", "induction_score"),
-    ("minitransformer.exercises.circuits._ind_variant", "_ind_variant"),
-)
 
-
-@exercise("13.induction_score")
-def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang: str | None = None) -> Feedback:
-    """Check ``my_induction_score(pattern, period)`` -> each head's attention summed over the positions
-    s = t − kP + 1 (k ≥ 1, s ≥ 1) and averaged over t = P … T − 1 (H numbers: a list or a tensor),
-    ``circuits.induction_score(pattern[None], period)``, on hand-made patterns of four sizes and periods.
-    ``circuits.induction_score`` is switched off while the student's function runs. A mistake is named when it
-    explains every case."""
-    cases = [(_ind_pattern(H, T, P, seed), P) for H, T, P, seed in _IND_CASES]
-    right = [circuits.induction_score(p[None], P).double() for p, P in cases]
+@exercise("13.smeared_keys")
+def check_smeared_keys(my_smear_keys: Callable[[Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
+    """Check ``my_smear_keys(k, alpha)`` -> Olsson et al.'s smeared keys: key t ≥ 1 of head h becomes
+    σ(alpha[h]) · k[:, h, t] + (1 − σ(alpha[h])) · k[:, h, t − 1], key 0 stays, on four cases (shapes whose axes all
+    differ, alphas of both signs, the keys of a one-layer model). Every case is run first; a mistake is named when it
+    explains every case; the keys and alpha handed over must be left as they were, and PyTorch's global switches."""
+    cases = _smear_cases()
+    right = [_smeared(k, alpha) for k, alpha in cases]  # before the student's code runs
     answers, left = [], []
-    for p, P in cases:
-        H, T, _ = p.shape
-        given = p.clone()
-        with watch(tensors={"pattern": given}) as w, forbid(_IND_TOOLS, *_SCORE_WHY):
-            got = attempt(lang, my_induction_score, given, P)
-        answers.append(_scores(lang, got, H, T))
+    for k, alpha in cases:
+        given_k, given_alpha = k.clone(), alpha.clone()
+        with watch(tensors={"k": given_k, "alpha": given_alpha}) as w, forbid(_SMEAR_TOOLS, *_SMEAR_WHY):
+            got = attempt(lang, my_smear_keys, given_k, given_alpha)
+        keys = tensor(lang, got, tuple(k.shape))
+        if keys.is_complex() or not bool(torch.isfinite(keys).all()):
+            return HINTS(lang, "nan")
+        answers.append(keys)
         left.append(w.left(lang, HINTS))
+    state = next((f for f in left if f is not None), None)
     if all(close(a, r) for a, r in zip(answers, right)):
-        if any(f is not None for f in left):
-            return next(f for f in left if f is not None)
-        return correct(
+        done = correct(
             lang,
-            "Una cabeza de inducción perfecta puntúa 1: toda su atención va al token que siguió a las copias "
-            "anteriores del actual.",
-            "A perfect induction head scores 1: all its attention goes to the token that followed the earlier "
-            "copies of the current one.",
+            "Con estas claves, la única capa de un modelo ya puede buscar «la posición cuyo token anterior es el "
+            "mío»: lo que en dos capas hace la cabeza de token anterior.",
+            "With these keys, a model's single layer can already look for “the position whose previous token is "
+            "mine”: what the previous-token head does in two layers.",
         )
-    key = diagnose(answers, by_key([_ind_mistakes(p, P) for p, P in cases]))
+        return state if state is not None else done
+    key = diagnose(answers, by_key([_smear_mistakes(k, alpha) for k, alpha in cases]))
     first = next(i for i, (a, r) in enumerate(zip(answers, right)) if not close(a, r))
-    p, P = cases[first]
-    H, T, _ = p.shape
-    fields = {"H": H, "T": T, "P": P, "n": T - P, "n1": T - P + 1, "got": _shown(lang, answers[first])}
+    k, alpha = cases[first]
+    diff = float((answers[first].double() - right[first]).abs().max())
+    fields = {"H": k.size(1), "shape": tuple(k.shape), "alpha": [round(float(a), 2) for a in alpha], "diff": diff}
     if key is not None:
         return HINTS(lang, key, **fields)
-    return next((f for f in left if f is not None), HINTS(lang, "ind_other", **fields))
+    return state if state is not None else HINTS(lang, "smear_other", **fields)
 
 
 # ---- 13.ablate_head ------------------------------------------------------------------------------
