@@ -136,13 +136,13 @@ HINTS = Hints(
         ),
         "dec_target": (
             "al principio de la parte de un símbolo eliges el anterior: tu `target` se queda uno corto. ¿Lo "
-            "calculas como (value − low) · total // anchura? Los enteros de la parte de un símbolo empiezan donde "
-            "el codificador los cortó con el suelo: el punto que cae en `value` es el último entero de `value − low "
-            "+ 1` enteros, así que cuenta (value − low + 1) · total, quita 1 y divide (`//`) entre la anchura.",
+            "calculas como (value − low) · total // anchura? `value` es el último de los `value − low + 1` primeros "
+            "enteros del intervalo, que en cuentas son (value − low + 1) · total / anchura: resta 1 antes de dividir "
+            "con `//`, y caes en la cuenta que contiene a `value`.",
             "at the start of a symbol's share you pick the one before it: your `target` is one short. Do you compute "
-            "it as (value − low) · total // width? A symbol's share starts where the encoder cut it with the floor: "
-            "`value` is the last integer of `value − low + 1` integers, so count (value − low + 1) · total, take 1 "
-            "away and divide (`//`) by the width.",
+            "it as (value − low) · total // width? `value` is the last of the first `value − low + 1` integers of "
+            "the interval, which in counts are (value − low + 1) · total / width: take 1 away before dividing with "
+            "`//`, and you land on the count that holds `value`.",
         ),
         "dec_boundary": (
             "cuando `target` cae justo en el final de la parte de un símbolo (target = stop) eliges ese símbolo, y ese "
@@ -403,8 +403,10 @@ def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
 
     def checked(*case: int) -> tuple[int, int]:  # (low, high, start, stop, total)
         want = compression.narrow(*case)
-        with forbid(_NARROW_TOOLS, *_NARROW_WHY):
+        with watch() as left, forbid(_NARROW_TOOLS, *_NARROW_WHY):
             got = _pair(lang, attempt(lang, narrow, *case))
+        if left.left(lang, HINTS) is not None:
+            raise stop(left.left(lang, HINTS))
         if got != want or _has_float(got):
             low, high, start, end, total = case
             raise stop(
