@@ -15,26 +15,26 @@ from minitransformer import circuits
 from minitransformer.exercises._core import close
 from minitransformer.exercises.circuits import (
     _ABL_CASES,
-    _IND_CASES,
     _OV_CASES,
     HINTS,
     _abl_mistakes,
-    _ind_mistakes,
-    _ind_pattern,
-    _ind_variant,
     _ov_by_hand,
     _ov_mistakes,
     _ov_model,
     _reference,
+    _smear_cases,
+    _smear_mistakes,
+    _smeared,
     _tiny_model,
     _tokens,
     check_ablate_head,
-    check_induction_score,
     check_ov_circuit,
+    check_smeared_keys,
 )
 from minitransformer.exercises.registry import exercises
 from minitransformer.exercises.solutions.nb13 import (
     solution_my_ablate_head,
+    solution_my_smear_keys,
 )
 
 LANGS = ["es", "en"]
@@ -42,7 +42,7 @@ LANGS = ["es", "en"]
 
 def test_the_exercises_are_registered_in_notebook_order():
     names = [n for n in exercises() if n.startswith("13.")]
-    assert names == ["13.ov_circuit", "13.induction_score", "13.ablate_head"]
+    assert names == ["13.ov_circuit", "13.smeared_keys", "13.ablate_head"]
 
 
 def _each_mistake_is_named(rights, banks):
@@ -71,8 +71,14 @@ def test_every_ov_mistake_is_told_apart():
         torch.testing.assert_close(_ov_by_hand(model, layer, head), right, rtol=1e-5, atol=1e-5)
         gives = _ov_mistakes(model, layer, head)
         for j, (key, g) in enumerate(gives):
+            if g is None:  # a slice starting at `head` is head 0's own
+                continue
             assert not close(g, right, atol=1e-4, rtol=1e-4), (layer, head, key)
-            assert all(k == key or not close(g, e, atol=1e-4, rtol=1e-4) for k, e in gives[:j]), (layer, head, key)
+            assert all(k == key or e is None or not close(g, e, atol=1e-4, rtol=1e-4) for k, e in gives[:j]), (
+                layer,
+                head,
+                key,
+            )
 
 
 def ov_step_by_step(model, layer, head):
@@ -168,117 +174,110 @@ def test_ov_circuit_works_again_after_a_check():
     )
 
 
-# --- 13.induction_score ----------------------------------------------------------------------------
+# --- 13.smeared_keys ------------------------------------------------------------------------------
 
 
-def test_the_induction_cases_have_lengths_that_are_not_multiples_of_the_period_and_several_copies():
-    assert all(T % P for _, T, P, _ in _IND_CASES)
-    assert any(T > 3 * P for _, T, P, _ in _IND_CASES) and any(T < 2 * P for _, T, P, _ in _IND_CASES)
-    assert all(T - P != H for H, T, P, _ in _IND_CASES)
+def test_the_smeared_key_cases_have_all_axes_different_and_every_mistake_is_told_apart():
+    cases = _smear_cases()
+    assert all(len(set(k.shape)) == 4 for k, _ in cases) and any(k.shape == (2, 4, 11, 6) for k, _ in cases)
+    rights = [_smeared(k, alpha) for k, alpha in cases]
+    for (k, alpha), right in zip(cases, rights):
+        T = k.size(-2)
+        w = torch.sigmoid(alpha.double())[1]
+        torch.testing.assert_close(right[:, :, 0], k[:, :, 0].double())
+        torch.testing.assert_close(right[:, 1, T - 1], w * k[:, 1, T - 1].double() + (1 - w) * k[:, 1, T - 2].double())
+    _each_mistake_is_named(rights, [_smear_mistakes(k, alpha) for k, alpha in cases])
 
 
-def test_the_induction_loop_is_the_package_and_every_mistake_is_told_apart():
-    cases = [(_ind_pattern(H, T, P, seed), P) for H, T, P, seed in _IND_CASES]
-    rights = [circuits.induction_score(p[None], P).double() for p, P in cases]
-    for (p, P), right in zip(cases, rights):
-        assert torch.allclose(p.sum(-1), torch.ones(p.shape[:-1]), atol=1e-6) and (p.triu(1) == 0).all()
-        assert torch.allclose(_ind_variant(p, P), right, atol=1e-6)
-    _each_mistake_is_named(rights, [_ind_mistakes(p, P) for p, P in cases])
-
-
-def ind_with_masks(pattern, period):
-    T = pattern.size(-1)
-    t = torch.arange(T)[:, None]
-    s = torch.arange(T)[None, :]
-    back = t - s + 1
-    after = (back >= period) & (back % period == 0) & (s >= 1)  # (T, T)
-    per_t = (pattern * after).sum(-1)  # (H, T)
-    return per_t[:, period:].mean(-1)
-
-
-def ind_as_floats(pattern, period):
-    H, T, _ = pattern.shape
-    out = []
-    for h in range(H):
-        total = 0.0
-        for t in range(period, T):
-            s = t - period + 1
-            while s >= 1:
-                total += float(pattern[h, t, s])
-                s -= period
-        out.append(total / (T - period))
+def smear_with_a_loop(k, alpha):
+    """Another right answer: a loop over the positions into a new tensor."""
+    out = k.clone()
+    w = torch.sigmoid(alpha)
+    for t in range(1, k.size(2)):
+        for h in range(k.size(1)):
+            out[:, h, t] = w[h] * k[:, h, t] + (1 - w[h]) * k[:, h, t - 1]
     return out
 
 
+def smear_with_pad(k, alpha):
+    """Also right: the previous keys by padding, position 0 its own previous."""
+    w = torch.sigmoid(alpha)[None, :, None, None]
+    previous = torch.cat([k[:, :, :1], k[:, :, :-1]], dim=2)
+    return w * k + (1 - w) * previous
+
+
 @pytest.mark.parametrize("lang", LANGS)
-def test_induction_score_accepts_other_right_answers(lang):
-    assert_correct(check_induction_score(ind_with_masks, lang=lang), lang)
-    assert_correct(check_induction_score(ind_as_floats, lang=lang), lang)
+def test_smeared_keys_accepts_other_right_answers(lang):
+    assert_correct(check_smeared_keys(solution_my_smear_keys, lang=lang), lang)
+    assert_correct(check_smeared_keys(smear_with_a_loop, lang=lang), lang)
+    assert_correct(check_smeared_keys(smear_with_pad, lang=lang), lang)
 
 
-def _loop(*, shift=1, last=False, start=0, lowest=1, mean_copies=False, divide="count", transpose=False):
-    """An induction score written as a student would, with one thing changed."""
+def _smear(*, weight=None, swap=False, shift=1, pad="self", in_place=False):
+    """Smeared keys as a student would write them, with one thing changed."""
 
-    def score(pattern, period):
-        p = pattern.transpose(-1, -2) if transpose else pattern
-        H, T, _ = p.shape
-        total = torch.zeros(H)
-        for t in range(period - start, T):
-            keys = []
-            s = t - period + shift
-            while s >= lowest:
-                keys.append(s)
-                s -= period
-            keys = keys[:1] if last else keys
-            if keys:
-                got = p[:, t, keys].sum(-1)
-                total += got / len(keys) if mean_copies else got
-        n = {"count": T - period + start, "T": T, "none": 1}[divide]
-        return total / n
+    def smear(k, alpha):
+        w = torch.sigmoid(alpha) if weight is None else weight(alpha)
+        w = w.view(1, -1, 1, 1) if w.dim() else w
+        if in_place:  # position by position, in the keys themselves
+            for t in range(1, k.size(2)):
+                k[:, :, t] = w[:, :, 0] * k[:, :, t] + (1 - w[:, :, 0]) * k[:, :, t - 1]
+            return k
+        if shift == 1:
+            first = {"self": k[:, :, :1], "zeros": torch.zeros_like(k[:, :, :1]), "last": k[:, :, -1:]}[pad]
+            other = torch.cat([first, k[:, :, :-1]], dim=2)
+        else:  # the next key; the last position its own
+            other = torch.cat([k[:, :, 1:], k[:, :, -1:]], dim=2)
+        out = (1 - w) * k + w * other if swap else w * k + (1 - w) * other
+        if pad == "zeros":
+            out[:, :, 0] = w[:, :, 0] * k[:, :, 0]
+        return out
 
-    return score
+    return smear
 
 
-IND_MISTAKES = {
-    "last copy only": (_loop(last=True), "ind_last_copy"),
-    "the copy itself": (_loop(shift=0, lowest=0), "ind_duplicate"),
-    "the nearest copy itself": (_loop(shift=0, lowest=0, last=True), "ind_duplicate"),
-    "the copy itself, not 0": (_loop(shift=0), "ind_duplicate"),
-    "t - P - 1": (_loop(shift=-1, lowest=0), "ind_before_copy"),
-    "t - P - 1, nearest": (_loop(shift=-1, lowest=0, last=True), "ind_before_copy"),
-    "position 0 counted": (_loop(lowest=0), "ind_position_zero"),
-    "mean over the copies": (_loop(mean_copies=True), "ind_mean_copies"),
-    "mean over every position": (_loop(divide="T"), "ind_all_positions"),
-    "from t = P - 1": (_loop(start=1), "ind_start"),
-    "sum over the positions": (_loop(divide="none"), "ind_sum"),
-    "transposed": (_loop(transpose=True), "ind_transposed"),
-    "mean over the heads": (lambda p, P: float(ind_with_masks(p, P).mean()), "one_number"),
-    "per position": (lambda p, P: (p * 0.5).sum(-1), "per_position"),
-    "averaged over the heads, not the positions": (lambda p, P: (p * 0.5).sum(-1).mean(0), "scores_shape"),
-    "a list of strings": (lambda p, P: ["0.5"] * p.size(0), "scores_type"),
-    "something else": (lambda p, P: [0.25] * p.size(0), "ind_other"),
-    "NaN": (lambda p, P: torch.full((p.size(0),), float("nan")), "nan"),
-    "the package's": (lambda p, P: circuits.induction_score(p[None], P), "forbidden"),
-    "the checker's own loop": (lambda p, P: _ind_variant(p, P), "forbidden"),
+def smear_in_place_backwards(k, alpha):
+    """Right keys, computed from the last position back, in the caller's tensor."""
+    w = torch.sigmoid(alpha).view(1, -1, 1)
+    for t in range(k.size(2) - 1, 0, -1):
+        k[:, :, t] = w * k[:, :, t] + (1 - w) * k[:, :, t - 1]
+    return k
+
+
+SMEAR_MISTAKES = {
+    "alpha without the sigmoid": (_smear(weight=lambda a: a), "smear_no_sigmoid"),
+    "weights swapped": (_smear(swap=True), "smear_swapped"),
+    "the next key": (_smear(shift=-1), "smear_next"),
+    "torch.roll": (
+        lambda k, a: (lambda w: w * k + (1 - w) * k.roll(1, dims=2))(torch.sigmoid(a).view(1, -1, 1, 1)),
+        "smear_wraps",
+    ),
+    "zeros before position 0": (_smear(pad="zeros"), "smear_first_zero"),
+    "in place, forwards": (_smear(in_place=True), "smear_recursive"),
+    "a plain mean": (_smear(weight=lambda a: torch.tensor(0.5)), "smear_no_alpha"),
+    "alpha on the last axis": (_smear(weight=lambda a: torch.sigmoid(a).flip(0)), "smear_alpha_axis"),
+    "right, in the caller's keys": (smear_in_place_backwards, "input_changed"),
+    "something else": (lambda k, a: k * 0.5, "smear_other"),
+    "one position short": (lambda k, a: solution_my_smear_keys(k, a)[:, :, 1:], "shape"),
+    "NaN": (lambda k, a: torch.full_like(k, float("nan")), "nan"),
+    "the checker's own": (lambda k, a: _smeared(k, a), "forbidden"),
 }
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_the_other_hint_shows_the_answer_with_decimal_commas(lang):
-    fb = check_induction_score(IND_MISTAKES["something else"][0], lang=lang)
-    assert ("[0,25; 0,25]" if lang == "es" else "[0.25, 0.25]") in fb.message
-
-
-def test_the_checkers_loop_works_again_after_a_check():
-    check_induction_score(IND_MISTAKES["the checker's own loop"][0], lang="en")
-    p = _ind_pattern(2, 17, 5, 11)
-    torch.testing.assert_close(_ind_variant(p, 5), circuits.induction_score(p[None], 5).double(), rtol=1e-6, atol=1e-6)
+@pytest.mark.parametrize("check,answer,hint", bank(check_smeared_keys, SMEAR_MISTAKES))
+def test_smeared_keys_rejects_wrong_answers(check, answer, hint, lang):
+    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
 
 
 @pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,answer,hint", bank(check_induction_score, IND_MISTAKES))
-def test_induction_score_rejects_wrong_answers(check, answer, hint, lang):
-    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
+def test_smeared_keys_sees_the_default_dtype_left_changed(lang):
+    def in_float64(k, alpha):
+        torch.set_default_dtype(torch.float64)
+        return solution_my_smear_keys(k.double(), alpha.double())
+
+    assert_hint(check_smeared_keys(in_float64, lang=lang), lang, "default_dtype_left", HINTS)
+    assert torch.get_default_dtype() == torch.float32
 
 
 # --- 13.ablate_head --------------------------------------------------------------------------------
@@ -288,7 +287,7 @@ def test_every_ablation_mistake_is_told_apart_in_some_case():
     """Each mistake gives other logits than the right ones in some case, and wherever it does, other logits than
     every mistake of another key listed before it (by more than 1e-3)."""
     model, tokens, shown = _tiny_model(), _tokens(), set()
-    for layer, head in _ABL_CASES:
+    for layer, head, _ in _ABL_CASES:
         right = _reference(model, tokens, layer, head)
         gives = _abl_mistakes(model, tokens, layer, head)
         for j, (key, g) in enumerate(gives):
@@ -476,9 +475,9 @@ ABL_MISTAKES = {
     "probabilities": (_zeroing(_columns, after=lambda logits: logits.softmax(-1)), "abl_probs"),
     "log-probabilities": (_zeroing(_columns, after=lambda logits: logits.log_softmax(-1)), "abl_probs"),
     "not restored": (_zeroing(_columns, restore=False), "abl_not_restored"),
-    "hook left": (hook_left, "abl_hook_left"),
+    "hook left": (hook_left, "hook_left"),
     "hook returning nothing": (hook_returning_nothing, "abl_no_effect"),
-    "train mode left": (left_in_train_mode, "abl_mode"),
+    "train mode left": (left_in_train_mode, "model_mode"),
     "left in float64": (left_in_float64, "model_dtype"),
     "moved to another device": (moved_away, "model_dtype"),
     "W_o frozen": (w_o_frozen, "model_frozen"),
@@ -531,3 +530,77 @@ def test_the_expected_logits_come_from_a_model_the_student_never_touched(lang):
     case (and got the hint "you ablate head 1 in every layer"): it is named as what it is."""
     fb = check_ablate_head(w_o_forward_patched, lang=lang)
     assert fb.hint == "model_patched" and "W_o.forward" in fb.message
+
+
+# Issue 55's findings on these checkers: each answer below got through before, or got a hint that named a mistake it
+# did not make, in both languages.
+
+
+def ov_in_float64(model, layer, head):
+    """Right, computed in double precision by switching PyTorch's default dtype, never switched back."""
+    torch.set_default_dtype(torch.float64)
+    return _ov()(model, layer, head).double()
+
+
+def ov_turning_gradients_off(model, layer, head):
+    torch.set_grad_enabled(False)
+    return _ov()(model, layer, head)
+
+
+def ov_from_the_packages_private_helpers(model, layer, head):
+    """The package's own pieces of ov_circuit: the norms as matrices and the head's rows."""
+    a = model.blocks[layer].attn
+    Dh = a.d_head
+    W_v = circuits._head_rows(a.W_v, head, Dh)  # (Dh, D)
+    W_o = a.W_o.weight.detach()[:, head * Dh : (head + 1) * Dh]
+    reads = circuits._norm_matrix(model.blocks[layer].norm1, 16)
+    final = model.lm_head.weight.detach() @ circuits._norm_matrix(model.norm, 16)
+    return model.token.weight.detach() @ (final @ W_o @ W_v @ reads).T
+
+
+def ov_slice_from_head(model, layer, head):
+    """The head's slice started at `head` instead of `head * Dh`."""
+    a = model.blocks[layer].attn
+    part = slice(head, head + a.d_head)
+    with torch.no_grad():
+        x = model.token.weight * model.blocks[layer].norm1.weight
+        out = (x @ a.W_v.weight[part].T @ a.W_o.weight[:, part].T) * model.norm.weight
+        return out @ model.lm_head.weight.T
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ov_circuit_sees_global_state_left_behind_and_puts_it_back(lang):
+    assert_hint(check_ov_circuit(ov_in_float64, lang=lang), lang, "default_dtype_left", HINTS)
+    assert torch.get_default_dtype() == torch.float32
+    assert_hint(check_ov_circuit(ov_turning_gradients_off, lang=lang), lang, "grad_mode_left", HINTS)
+    assert torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ov_circuit_refuses_the_packages_private_helpers(lang):
+    assert_hint(check_ov_circuit(ov_from_the_packages_private_helpers, lang=lang), lang, "forbidden", HINTS)
+    assert circuits._norm_matrix(None, 3).shape == (3, 3)  # and they work again afterwards
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ov_circuit_names_a_slice_started_at_the_head_number(lang):
+    fb = check_ov_circuit(ov_slice_from_head, lang=lang)
+    assert_hint(fb, lang, "ov_wrong_slice", HINTS)
+    assert "8:16" in fb.message  # the first case is head 1, whose rows are 8:16
+
+
+def ablate_in_eval_mode(model, tokens, layer, head):
+    model.eval()
+    return solution_my_ablate_head(model, tokens, layer, head)
+
+
+def ablate_gradients_off(model, tokens, layer, head):
+    torch.set_grad_enabled(False)
+    return solution_my_ablate_head(model, tokens, layer, head)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_ablate_head_sees_eval_mode_and_gradients_left_off(lang):
+    assert_hint(check_ablate_head(ablate_in_eval_mode, lang=lang), lang, "model_mode", HINTS)
+    assert_hint(check_ablate_head(ablate_gradients_off, lang=lang), lang, "grad_mode_left", HINTS)
+    assert torch.is_grad_enabled()

@@ -3,8 +3,6 @@ answers, and reject, without crashing, the wrong answers students write, naming 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -14,24 +12,26 @@ from feedback_asserts import (
     bank,
 )
 
-from minitransformer import arithmetic_coder, compression, generation
+from minitransformer import arithmetic_coder, generation
 from minitransformer.exercises.compression import (
-    _BPB_CASES,
+    _DEC_CASES,
     _NARROW_CASES,
     _SAMPLE_CASES,
     HINTS,
+    _dec_mistakes,
+    _decoded,
     _narrow_mistakes,
     _reference,
     _sample_mistakes,
     _tiny_model,
     _variant,
-    check_bits_per_byte,
+    check_decoder_step,
     check_narrow,
     check_sample,
 )
 from minitransformer.exercises.registry import exercises
 from minitransformer.exercises.solutions.nb12 import (
-    solution_bits_per_byte,
+    solution_decoder_step,
     solution_narrow_interval,
     solution_sample,
 )
@@ -42,112 +42,7 @@ LANGS = ["es", "en"]
 
 def test_the_exercises_are_registered_in_notebook_order():
     names = [n for n in exercises() if n.startswith("12.")]
-    assert names == ["12.bits_per_byte", "12.interval_narrowing", "12.sample_with_cache"]
-
-
-# --- 12.bits_per_byte ------------------------------------------------------------------------------
-
-
-def test_a_case_counts_characters_and_bytes_differently():
-    """The mistake "characters instead of bytes" can only show where they differ, and the first case is ASCII."""
-    assert len(_BPB_CASES[0][2]) == len(_BPB_CASES[0][2].encode())
-    assert any(len(text) != len(text.encode("utf-8")) for _, _, text in _BPB_CASES)
-    assert all(tokens < len(text) for _, tokens, text in _BPB_CASES)  # tokens ≠ characters ≠ bytes
-
-
-def bpb_counting_bytes_by_hand(nats_per_token, n_tokens, text):
-    n_bytes = sum(len(ch.encode("utf-8")) for ch in text)
-    return np.float64(nats_per_token * n_tokens / n_bytes * math.log2(math.e))
-
-
-def bpb_as_tensor(nats_per_token, n_tokens, text):
-    return torch.tensor(nats_per_token * n_tokens / len(bytes(text, "utf-8"))) / math.log(2)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_bits_per_byte_accepts_other_right_answers(lang):
-    assert_correct(check_bits_per_byte(bpb_counting_bytes_by_hand, lang=lang), lang)
-    assert_correct(check_bits_per_byte(bpb_as_tensor, lang=lang), lang)
-
-
-BPB_MISTAKES = {
-    "times ln 2": (lambda nats, n, text: nats * n * math.log(2) / len(text.encode()), "bpb_times_ln2"),
-    "divides by log2 e": (lambda nats, n, text: nats * n / math.log2(math.e) / len(text.encode()), "bpb_times_ln2"),
-    "log10 of e": (lambda nats, n, text: nats * n * math.log10(math.e) / len(text.encode()), "bpb_log10"),
-    "divides by log10 2": (lambda nats, n, text: nats * n / math.log10(2) / len(text.encode()), "bpb_log10"),
-    "nats per byte": (lambda nats, n, text: nats * n / len(text.encode()), "bpb_nats"),
-    "bits per token": (lambda nats, n, text: nats / math.log(2), "bpb_per_token"),
-    "total bits": (lambda nats, n, text: nats * n / math.log(2), "bpb_total"),
-    "bytes over tokens": (lambda nats, n, text: nats * len(text.encode()) / n / math.log(2), "bpb_swapped"),
-    "characters": (lambda nats, n, text: nats * n / math.log(2) / len(text), "bpb_characters"),
-    "divides by 8": (lambda nats, n, text: nats * n / math.log(2) / len(text.encode()) / 8, "bpb_eight"),
-    "times 8": (lambda nats, n, text: nats * n / math.log(2) * 8 / len(text.encode()), "bpb_eight"),
-    "rounded": (lambda nats, n, text: round(nats * n / math.log(2) / len(text.encode())), "bpb_rounded"),
-    "two decimals": (lambda nats, n, text: round(nats * n / math.log(2) / len(text.encode()), 2), "bpb_rounded"),
-    "floor division": (lambda nats, n, text: nats * n // len(text.encode()) / math.log(2), "bpb_rounded"),
-    "tokens // bytes": (lambda nats, n, text: nats * (n // len(text.encode())) / math.log(2), "bpb_rounded"),
-    "something else": (lambda nats, n, text: 0.5, "bpb_other"),
-    "a string": (lambda nats, n, text: "1.2 bits", "not_a_number"),
-    "infinite": (lambda nats, n, text: math.inf, "nan"),
-}
-
-
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("check,answer,hint", bank(check_bits_per_byte, BPB_MISTAKES))
-def test_bits_per_byte_rejects_wrong_answers(check, answer, hint, lang):
-    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_bits_per_byte_characters_hint_shows_the_counts_with_decimal_commas(lang):
-    fb = check_bits_per_byte(BPB_MISTAKES["characters"][0], lang=lang)
-    text = _BPB_CASES[1][2]
-    assert f"= {len(text)}" in fb.message and str(len(text.encode())) in fb.message
-    fb = check_bits_per_byte(lambda *a: 1.25, lang=lang)
-    assert ("1,25" if lang == "es" else "1.25") in fb.message and ("3,17" if lang == "es" else "3.17") in fb.message
-
-
-# Issue 46's findings on this checker: each answer below got through before (or got the wrong reply), in both
-# languages.
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_bits_per_byte_names_rounding_to_three_decimals(lang):
-    """The statement writes its example to three decimals; rounding there is rounding (finding 6)."""
-    answer = lambda nats, n, text: round(solution_bits_per_byte(nats, n, text), 3)  # noqa: E731
-    assert_hint(check_bits_per_byte(answer, lang=lang), lang, "bpb_rounded", HINTS)
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_bits_per_byte_switches_off_the_packages_own_function(lang):
-    """compression.bits_per_byte is the answer written out: off while the student's code runs (finding 7)."""
-
-    def borrowed(nats_per_token, n_tokens, text):
-        return compression.bits_per_byte(nats_per_token * n_tokens, len(text.encode()))
-
-    assert_hint(check_bits_per_byte(borrowed, lang=lang), lang, "forbidden", HINTS)
-    assert compression.bits_per_byte(math.log(2) * 8, 1) == pytest.approx(8)  # and back on afterwards
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_bits_per_byte_is_not_fooled_by_a_table_of_the_statements_cases(lang):
-    """A lookup table of the three cases written in the checker is no answer: other cases are drawn (finding 7)."""
-    table = {(3.17, 11, "The cat sat on the mat, and then it slept."): 1.0}
-    table.update({case: solution_bits_per_byte(*case) for case in _BPB_CASES[:3]})
-    fb = check_bits_per_byte(lambda *case: table.get(case, 2.0), lang=lang)
-    assert not fb.ok and fb.hint == "bpb_other"
-    assert len(_BPB_CASES) > 3 and check_bits_per_byte(solution_bits_per_byte, lang=lang).message == (
-        check_bits_per_byte(solution_bits_per_byte, lang=lang).message
-    )  # the drawn cases are the same every run: the stored feedback does not change
-
-
-@pytest.mark.parametrize("lang", LANGS)
-def test_an_integer_too_large_for_a_float_is_named_with_pythons_words_quoted(lang):
-    """2 ** int(...) overflowed inside the checker and got the English fallback (finding 8)."""
-    fb = check_bits_per_byte(lambda nats, n, text: 2 ** int(nats * 1000), lang=lang)
-    assert_hint(fb, lang, "too_large", HINTS)
-    said = "int too large to convert to float"
-    assert (f"Python dice: «{said}»" if lang == "es" else f'Python says: "{said}"') in fb.message
+    assert names == ["12.interval_narrowing", "12.decoder_step", "12.sample_with_cache"]
 
 
 # --- 12.interval_narrowing -----------------------------------------------------------------------
@@ -266,6 +161,142 @@ def test_a_narrowing_that_breaks_the_interval_is_stopped_not_looped_on(lang):
         return high, low  # low > high: the encoder's loop would never end
 
     assert_hint(check_narrow(inverted_after_the_cases, lang=lang), lang, "narrow_other", HINTS)
+
+
+# --- 12.decoder_step -------------------------------------------------------------------------------
+
+
+def test_the_decoder_cases_hold_what_separates_the_mistakes():
+    """Values at the start, the end and inside a share and at high, zero counts, wide and narrow intervals; every
+    mistake gives another answer in some case, and not every answer of a mistake of another key listed before it."""
+    rights = [_decoded(*case) for case in _DEC_CASES]
+    assert any(c[symbol] == 0 for (*_, c) in _DEC_CASES for symbol in range(len(c)))
+    assert any(high - low + 1 == 2**32 for low, high, _, _ in _DEC_CASES)
+    assert any(high - low + 1 < 2**30 + 2**20 for low, high, _, _ in _DEC_CASES)
+    assert any(value == high for _, high, value, _ in _DEC_CASES)
+    banks = [_dec_mistakes(*case) for case in _DEC_CASES]
+    keys = [k for k, _ in banks[0]]
+    for j, key in enumerate(keys):
+        assert any(b[j][1] != r for b, r in zip(banks, rights)), key
+        for k in range(j):
+            if keys[k] != key:
+                assert any(b[j][1] != b[k][1] for b in banks), (key, keys[k])
+
+
+def decoder_with_cumulative_counts(low, high, value, counts):
+    """Another right answer: a table of the running counts and bisect."""
+    import bisect
+    import itertools
+
+    ends = list(itertools.accumulate(counts))
+    total, width = ends[-1], high - low + 1
+    target = ((value - low + 1) * total - 1) // width
+    symbol = bisect.bisect_right(ends, target)
+    start = ends[symbol] - counts[symbol]
+    return symbol, low + width * start // total, low + width * ends[symbol] // total - 1
+
+
+def decoder_with_packages_narrow(low, high, value, counts):
+    """Also right: the package's narrow for the last step, a tensor's searchsorted for the symbol."""
+    ends = torch.tensor(counts).cumsum(0)
+    total = int(ends[-1])
+    target = ((value - low + 1) * total - 1) // (high - low + 1)
+    symbol = int(torch.searchsorted(ends, target, right=True))
+    return torch.tensor(
+        [symbol, *arithmetic_coder.narrow(low, high, int(ends[symbol]) - counts[symbol], int(ends[symbol]), total)]
+    )
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_decoder_step_accepts_other_right_answers(lang):
+    for answer in (
+        solution_decoder_step,
+        decoder_with_cumulative_counts,
+        decoder_with_packages_narrow,
+        decoder_last_start_at_most_target,
+    ):
+        assert_correct(check_decoder_step(answer, lang=lang), lang)
+
+
+def _step(*, target=None, le=False, width_minus_one=False, narrow_shift=0, start_with_own=False, symbol_shift=0):
+    """A decoder's step as a student would write it, with one thing changed."""
+
+    def step(low, high, value, counts):
+        total = sum(counts)
+        width = high - low if width_minus_one else high - low + 1
+        t = ((value - low + 1) * total - 1) // width if target is None else target(low, value, width, total)
+        running, chosen = 0, len(counts) - 1
+        for i, c in enumerate(counts):
+            if (t <= running + c) if le else (t < running + c):
+                chosen = i
+                break
+            running += c
+        s = min(max(chosen + narrow_shift, 0), len(counts) - 1)
+        start = sum(counts[: s + 1]) if start_with_own else sum(counts[:s])
+        stop = start + counts[s]
+        return chosen + symbol_shift, low + width * start // total, low + width * stop // total - 1
+
+    return step
+
+
+def decoder_last_start_at_most_target(low, high, value, counts):
+    """Also right: the last symbol whose start is at most the target (a symbol with no count after it starts past
+    the target)."""
+    total, width = sum(counts), high - low + 1
+    target = ((value - low + 1) * total - 1) // width
+    start, chosen, chosen_start = 0, 0, 0
+    for i, c in enumerate(counts):
+        if start <= target:
+            chosen, chosen_start = i, start
+        start += c
+    return chosen, low + width * chosen_start // total, low + width * (chosen_start + counts[chosen]) // total - 1
+
+
+DEC_MISTAKES = {
+    "(value - low) * total // width": (_step(target=lambda lo, v, w, t: (v - lo) * t // w), "dec_target"),
+    "target <= stop": (_step(le=True), "dec_boundary"),
+    "width = high - low": (_step(width_minus_one=True), "dec_width"),
+    "value, not value - low": (_step(target=lambda lo, v, w, t: ((v + 1) * t - 1) // w), "dec_no_low"),
+    "value - low, not scaled": (_step(target=lambda lo, v, w, t: v - lo), "dec_no_scale"),
+    "narrowed with the next symbol": (_step(narrow_shift=1), "dec_narrow_neighbour"),
+    "narrowed with the symbol before": (_step(narrow_shift=-1), "dec_narrow_neighbour"),
+    "start includes its own count": (_step(start_with_own=True), "dec_narrow_prefix"),
+    "the symbol counted from 1, landing on one with no count": (_step(symbol_shift=1), "dec_zero_count"),
+    "the high end without - 1": (
+        lambda lo, hi, v, c: (lambda s, a, b: (s, a, b + 1))(*solution_decoder_step(lo, hi, v, c)),
+        "dec_narrow",
+    ),
+    "only the symbol": (lambda lo, hi, v, c: solution_decoder_step(lo, hi, v, c)[0], "dec_triple"),
+    "floats": (lambda lo, hi, v, c: tuple(float(x) for x in solution_decoder_step(lo, hi, v, c)), "dec_triple"),
+    "the package's target": (
+        lambda lo, hi, v, c: arithmetic_coder.ArithmeticDecoder.target(
+            type("State", (), {"low": lo, "high": hi, "value": v})(), sum(c)
+        ),
+        "forbidden",
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("check,answer,hint", bank(check_decoder_step, DEC_MISTAKES))
+def test_decoder_step_rejects_wrong_answers(check, answer, hint, lang):
+    assert_hint(check(answer, lang=lang), lang, hint, HINTS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_decoder_step_sees_gradients_left_off(lang):
+    def turning_gradients_off(low, high, value, counts):
+        torch.set_grad_enabled(False)
+        return solution_decoder_step(low, high, value, counts)
+
+    assert_hint(check_decoder_step(turning_gradients_off, lang=lang), lang, "grad_mode_left", HINTS)
+    assert torch.is_grad_enabled()
+
+
+def test_the_decoder_works_again_after_a_check():
+    check_decoder_step(DEC_MISTAKES["the package's target"][0], lang="en")
+    data = arithmetic_coder.encode([0, 2, 1], torch.tensor([[6, 3, 1]] * 3))
+    assert arithmetic_coder.decode(data, 3, torch.tensor([[6, 3, 1]] * 3)) == [0, 2, 1]
 
 
 # --- 12.sample_with_cache --------------------------------------------------------------------------
@@ -400,15 +431,10 @@ SAMPLE_MISTAKES = {
         lambda model, prompt, n, t, p, g: [float(i) for i in solution_sample(model, prompt, n, t, p, g)],
         "sample_ids",
     ),
-    "model.forward": (
-        lambda model, prompt, n, t, p, g: solution_sample(
-            type("Bare", (), {"new_cache": model.new_cache, "__call__": lambda s, *a, **k: model.forward(*a, **k)})(),
-            prompt,
-            n,
-            t,
-            p,
-            g,
-        ),
+    "never calls the model": (
+        lambda model, prompt, n, t, p, g: [
+            int(sample_next_token(torch.zeros(1, 48), t, top_p=p, generator=g)) for _ in range(n)
+        ],
         "sample_not_called",
     ),
     "generate": (
@@ -492,3 +518,85 @@ def test_sample_switches_off_the_checkers_own_loop(lang):
     assert_hint(check_sample(borrowed, lang=lang), lang, "forbidden", HINTS)
     model = _tiny_model()
     assert _variant(model, [1, 2], 3, 1.0, 0.9, 0) == _variant(model, [1, 2], 3, 1.0, 0.9, 0)  # back on
+
+
+# Issue 55's findings on these checkers: each answer below got through before, or a right one was refused, in both
+# languages.
+
+
+def narrow_with_a_float_width(low, high, start, stop, total):
+    """The width made a float "to be safe", then `//`: past 2^53 the product is rounded and an end is off by one."""
+    width = float(high - low + 1)
+    return low + width * start // total, low + width * stop // total - 1
+
+
+def narrow_with_a_float_width_then_int(low, high, start, stop, total):
+    width = float(high - low + 1)
+    return int(low + width * start // total), int(low + width * stop // total - 1)
+
+
+def narrow_right_but_floats(low, high, start, stop, total):
+    """Right ends, returned as floats."""
+    width = high - low + 1
+    return float(low + width * start // total), float(low + width * stop // total - 1)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_narrow_compares_exact_integers_past_2_53(lang):
+    assert_hint(check_narrow(narrow_with_a_float_width, lang=lang), lang, "narrow_float", HINTS)
+    assert_hint(check_narrow(narrow_with_a_float_width_then_int, lang=lang), lang, "narrow_float", HINTS)
+    assert_hint(check_narrow(narrow_right_but_floats, lang=lang), lang, "narrow_not_int", HINTS)
+    assert any((high - low + 1) * stop > 2**53 for low, high, _, stop, _ in _NARROW_CASES)
+
+
+def sample_calling_forward(model, prompt_ids, n_new, temperature, top_p, generator):
+    """Right: model.forward(...) instead of model(...)."""
+    cache, new, out = model.new_cache(), torch.tensor([prompt_ids]), []
+    with torch.no_grad():
+        for _ in range(n_new):
+            logits = model.forward(new, cache=cache)[:, -1]
+            new = sample_next_token(logits, temperature, top_p=top_p, generator=generator)[:, None]
+            out.append(int(new))
+    return out
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_sample_accepts_calling_model_forward(lang):
+    assert_correct(check_sample(sample_calling_forward, lang=lang), lang)
+
+
+def sample_freezing_the_model(model, prompt_ids, n_new, temperature, top_p, generator):
+    for p in model.parameters():
+        p.requires_grad_(False)  # "no gradients needed here"
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+def sample_in_float64(model, prompt_ids, n_new, temperature, top_p, generator):
+    model.double()  # "more precise"
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+def sample_in_eval_mode(model, prompt_ids, n_new, temperature, top_p, generator):
+    model.eval()
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+def sample_switching_gradients_off(model, prompt_ids, n_new, temperature, top_p, generator):
+    torch.set_grad_enabled(False)
+    return solution_sample(model, prompt_ids, n_new, temperature, top_p, generator)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize(
+    "answer,hint",
+    [
+        (sample_freezing_the_model, "model_frozen"),
+        (sample_in_float64, "model_dtype"),
+        (sample_in_eval_mode, "model_mode"),
+        (sample_switching_gradients_off, "grad_mode_left"),
+    ],
+    ids=lambda x: getattr(x, "__name__", x),
+)
+def test_sample_sees_what_the_students_code_leaves_behind(answer, hint, lang):
+    assert_hint(check_sample(answer, lang=lang), lang, hint, HINTS)
+    assert torch.is_grad_enabled()

@@ -992,3 +992,135 @@ def test_forbidden_tools_work_again_after_a_check():
     assert isinstance(tok, ByteBPE) and tok.decode(tok.encode("el año")) == "el año"
     hf = Tokenizer(models.BPE({"a": 0, "b": 1, "ab": 2}, [("a", "b")]))
     assert hf.encode("ab").ids == [2]
+
+
+# Issue 55's findings on these checkers: each answer below got through before, or got a hint that named a mistake it
+# did not make, in both languages.
+
+
+def stream_with_codecs_lookup(token_bytes):
+    """The incremental decoder reached through the codec's entry, not codecs.getincrementaldecoder."""
+    import codecs
+
+    decoder = codecs.lookup("utf-8").incrementaldecoder("replace")
+    return [decoder.decode(t) for t in token_bytes] + [decoder.decode(b"", True)]
+
+
+def stream_with_the_codecs_class(token_bytes):
+    import encodings.utf_8
+
+    decoder = encodings.utf_8.IncrementalDecoder(errors="replace")
+    return [decoder.decode(t) for t in token_bytes] + [decoder.decode(b"", final=True)]
+
+
+def stream_with_a_text_wrapper(token_bytes):
+    """io.TextIOWrapper over a growing buffer: it holds an incomplete character back by itself."""
+    import io
+
+    raw = io.BytesIO()
+    text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    out = []
+    for token in token_bytes:
+        at = raw.tell()
+        raw.write(token)
+        raw.seek(at)
+        out.append(text.read())
+    return out + [""]
+
+
+def stream_with_a_stream_reader(token_bytes):
+    import codecs
+    import io
+
+    reader = codecs.getreader("utf-8")(io.BytesIO(b"".join(token_bytes)), errors="replace")
+    return [reader.read(len(t)) for t in token_bytes] + [""]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize(
+    "answer",
+    [stream_with_codecs_lookup, stream_with_the_codecs_class, stream_with_a_text_wrapper, stream_with_a_stream_reader],
+    ids=lambda f: f.__name__,
+)
+def test_decode_stream_refuses_every_road_to_the_incremental_decoder(lang, answer):
+    assert_rejected(check_decode_stream(answer, lang=lang), lang, "forbidden")
+
+
+def test_the_incremental_decoder_and_text_files_work_again_after_a_check():
+    import codecs
+    import io
+
+    check_decode_stream(stream_with_a_text_wrapper, lang="en")
+    check_decode_stream(stream_with_codecs_lookup, lang="en")
+    assert codecs.lookup("utf-8").incrementaldecoder().decode(b"\xc3\xb1") == "ñ"
+    assert io.TextIOWrapper(io.BytesIO(b"a\xc3\xb1"), encoding="utf-8").read() == "añ"
+
+
+def viterbi_from_minus_infinity(text, log_prob):
+    """Every score starts at −inf, best[0] too: nothing ever beats it, and every back pointer stays at 0."""
+    n = len(text)
+    best, back = [float("-inf")] * (n + 1), [0] * (n + 1)
+    for i in range(1, n + 1):
+        for j in range(i):
+            if text[j:i] in log_prob and best[j] + log_prob[text[j:i]] > best[i]:
+                best[i], back[i] = best[j] + log_prob[text[j:i]], j
+    pieces, i = [], n
+    while i > 0:
+        pieces.append(text[back[i] : i])
+        i = back[i]
+    return pieces[::-1]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("answer", [viterbi_misses_the_end, viterbi_from_minus_infinity], ids=lambda f: f.__name__)
+def test_viterbi_whole_text_hint_names_both_ways_to_get_it(lang, answer):
+    """best[0] = −inf gives the same answer as a loop that stops one short: the hint names both."""
+    fb = check_viterbi(answer, lang=lang)
+    assert_rejected(fb, lang, "misses_end")
+    assert "best[0]" in fb.message and "range(1, len(text))" in fb.message
+
+
+def encode_smallest_id_first(word, merges):
+    """minbpe's way, with the ids taken for ranks: the pair whose new id is smallest goes first."""
+    ids, table = [BYTE_ID[b] for b in word.encode()], dict(merges)
+    while len(ids) >= 2:
+        pairs = set(zip(ids, ids[1:]))
+        pair = min(pairs, key=lambda p: table.get(p, float("inf")))
+        if pair not in table:
+            break
+        ids = merge_pair(ids, pair, table[pair])
+    return ids
+
+
+def encode_most_frequent_first(word, merges):
+    """As training does: the pair with a merge that appears most often in the word goes first."""
+    from collections import Counter
+
+    ids, table = [BYTE_ID[b] for b in word.encode()], dict(merges)
+    while True:
+        counts = Counter(p for p in zip(ids, ids[1:]) if p in table)
+        if not counts:
+            return ids
+        pair = counts.most_common(1)[0][0]
+        ids = merge_pair(ids, pair, table[pair])
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_encode_names_choosing_by_new_id_and_by_frequency(lang):
+    assert_rejected(check_encode(encode_smallest_id_first, lang=lang), lang, "by_new_id")
+    assert_rejected(check_encode(encode_most_frequent_first, lang=lang), lang, "by_frequency")
+    assert_rejected(check_encode(encode_leftmost_first, lang=lang), lang, "by_position")  # still told apart
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_tokens_checker_sees_pytorchs_grad_mode_left_off(lang):
+    """The global switches are watched in every checker: gradients left off are named and switched back on."""
+    import torch
+
+    def encode_turning_gradients_off(word, merges):
+        torch.set_grad_enabled(False)
+        return solution_my_encode(word, merges)
+
+    fb = check_encode(encode_turning_gradients_off, lang=lang)
+    assert_rejected(fb, lang, "grad_mode_left")
+    assert torch.is_grad_enabled()

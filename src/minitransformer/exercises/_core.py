@@ -44,6 +44,8 @@ __all__ = [
     "close",
     "correct",
     "dtype_name",
+    "STATE_HINTS",
+    "watch",
     "by_key",
     "diagnose",
     "forbid",
@@ -152,6 +154,95 @@ COMMON_HINTS: dict[str, tuple[str, str]] = {
     "shape": (
         "la salida tiene forma {got} y debería tener {expected}",
         "the output has shape {got} and should have {expected}",
+    ),
+}
+
+
+# What a student's function may leave behind, (Spanish, English): a module that hands the student a model or tensors
+# merges them into its HINTS (``**STATE_HINTS``); :func:`watch` names them.
+STATE_HINTS: dict[str, tuple[str, str]] = {
+    "grad_mode_left": (
+        "el resultado es el correcto, pero dejas los gradientes {after} (estaban {before}): "
+        "`torch.set_grad_enabled(...)` o `torch.no_grad().__enter__()` los cambian para todo el cuaderno. Usa "
+        "`with torch.no_grad():`, que los deja como estaban al salir.",
+        "the result is right, but you leave gradients {after} (they were {before}): `torch.set_grad_enabled(...)` "
+        "or `torch.no_grad().__enter__()` change them for the whole notebook. Use `with torch.no_grad():`, which "
+        "puts them back as they were on the way out.",
+    ),
+    "inference_mode_left": (
+        "el resultado es el correcto, pero dejas activado el modo de inferencia (`torch.inference_mode()` sin "
+        "`with`): cambia todo el cuaderno. Úsalo como `with torch.inference_mode():`.",
+        "the result is right, but you leave inference mode on (`torch.inference_mode()` without `with`): it changes "
+        "the whole notebook. Use it as `with torch.inference_mode():`.",
+    ),
+    "default_dtype_left": (
+        "el resultado es el correcto, pero dejas el tipo por defecto de PyTorch en {got} (era {want}): "
+        "`torch.set_default_dtype` lo cambia para todo el cuaderno. Da el tipo a tus tensores (`.double()`, "
+        "`dtype=torch.float64`) o vuelve a poner el de antes al final.",
+        "the result is right, but you leave PyTorch's default dtype as {got} (it was {want}): "
+        "`torch.set_default_dtype` changes it for the whole notebook. Give your tensors their dtype (`.double()`, "
+        "`dtype=torch.float64`) or put the old one back at the end.",
+    ),
+    "default_device_left": (
+        "el resultado es el correcto, pero dejas el dispositivo por defecto de PyTorch en {got} (era {want}): "
+        "`torch.set_default_device` lo cambia para todo el cuaderno. Pon el dispositivo a tus tensores "
+        "(`device=...`) o vuelve a poner el de antes al final.",
+        "the result is right, but you leave PyTorch's default device as {got} (it was {want}): "
+        "`torch.set_default_device` changes it for the whole notebook. Give your tensors their device "
+        "(`device=...`) or put the old one back at the end.",
+    ),
+    "input_changed": (
+        "tu función cambia el tensor `{name}` que recibe (en su sitio: `masked_fill_`, `mul_`, `+=`, `t[...] = 0`): "
+        "quien la llama lo sigue necesitando tal cual. Trabaja con una copia (`.clone()`) o con operaciones que "
+        "devuelven un tensor nuevo (`masked_fill`, `*`).",
+        "your function changes the tensor `{name}` it is given (in place: `masked_fill_`, `mul_`, `+=`, "
+        "`t[...] = 0`): the caller still needs it as it was. Work on a copy (`.clone()`) or with operations that "
+        "return a new tensor (`masked_fill`, `*`).",
+    ),
+    "model_changed": (
+        "el resultado es el correcto, pero el modelo se queda cambiado: `{name}` no vuelve a ser el que era. "
+        "Calcula con copias (`.clone()`, o sin operaciones «in place» como `mul_`) y no toques los pesos.",
+        "the result is right, but the model stays changed: `{name}` is not what it was. Compute with copies "
+        "(`.clone()`, or without in-place operations such as `mul_`) and leave the weights alone.",
+    ),
+    "model_dtype": (
+        "el resultado es el correcto, pero dejas `{name}` como {got} y era {want}: ¿llamas a `.double()`, "
+        "`.to(...)` o `.half()` sobre el modelo? Trabaja con copias, o devuélvelo al tipo y al dispositivo "
+        "que tenía.",
+        "the result is right, but you leave `{name}` as {got} and it was {want}: do you call `.double()`, "
+        "`.to(...)` or `.half()` on the model? Work on copies, or put it back to the dtype and device it had.",
+    ),
+    "model_frozen": (
+        "el resultado es el correcto, pero `{name}` tenía `requires_grad={want}` y lo dejas en {got}: el modelo "
+        "ya no aprendería igual. Si lo cambias (`requires_grad_`), restáuralo al final; para no calcular "
+        "gradientes basta `with torch.no_grad():`.",
+        "the result is right, but `{name}` had `requires_grad={want}` and you leave it {got}: the model would "
+        "no longer learn the same. If you change it (`requires_grad_`), restore it at the end; to compute no "
+        "gradients `with torch.no_grad():` is enough.",
+    ),
+    "model_mode": (
+        "el modelo estaba en modo {before} y lo dejas en modo {after}: `model.eval()` y `model.train()` lo cambian "
+        "para quien lo use después. Déjalo como estaba (`model.train(was_training)` con "
+        "`was_training = model.training`, guardado al principio).",
+        "the model was in {before} mode and you leave it in {after} mode: `model.eval()` and `model.train()` change "
+        "it for whoever uses it next. Leave it as it was (`model.train(was_training)` with "
+        "`was_training = model.training`, kept at the start).",
+    ),
+    "model_patched": (
+        "el resultado es el correcto, pero dejas cambiado un método del modelo: `{name}`. Cada llamada "
+        "posterior seguiría pasando por tu versión: guarda el original y vuelve a ponerlo al final (mejor "
+        "en un `finally`), o usa un gancho y quítalo.",
+        "the result is right, but you leave a method of the model changed: `{name}`. Every later call would "
+        "still go through your version: keep the original and put it back at the end (best in a `finally`), "
+        "or use a hook and remove it.",
+    ),
+    "hook_left": (
+        "dejas un gancho registrado en el modelo ({where}): cada llamada posterior seguiría pasando por él. "
+        "Guarda lo que devuelve `register_forward_pre_hook` (o `register_forward_hook`) y llama a su `.remove()` "
+        "al final (mejor en un `finally`).",
+        "you leave a hook registered on the model ({where}): every later call would still go through it. Keep "
+        "what `register_forward_pre_hook` (or `register_forward_hook`) returns and call its `.remove()` at the end "
+        "(best in a `finally`).",
     ),
 }
 
@@ -470,6 +561,219 @@ def attempt(lang: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     if result is None:
         raise stop(CORE_HINTS(lang, "returns_none"))
     return result
+
+
+# --------------------------------------------------------------------------- what the student's code leaves behind
+
+# Inference-mode guards that undid a student's, kept alive: dropping one would switch the student's mode back on.
+_KEPT_GUARDS: list[Any] = []
+
+
+def _global_state() -> dict[str, Any]:
+    """PyTorch's global switches a student's function may leave changed for the whole notebook."""
+    return {
+        "grad": torch.is_grad_enabled(),
+        "inference": torch.is_inference_mode_enabled(),
+        "dtype": torch.get_default_dtype(),
+        "device": torch.get_default_device(),
+    }
+
+
+def _set_global_state(state: dict[str, Any]) -> None:
+    if torch.is_inference_mode_enabled() != state["inference"]:
+        guard = torch._C._InferenceMode(state["inference"])
+        guard.__enter__()
+        _KEPT_GUARDS.append(guard)
+    if torch.get_default_device() != state["device"]:
+        torch.set_default_device(None if state["device"] == torch.device("cpu") else state["device"])
+    if torch.get_default_dtype() != state["dtype"]:
+        torch.set_default_dtype(state["dtype"])
+    torch.set_grad_enabled(state["grad"])
+
+
+def _callables(module: torch.nn.Module) -> set[str]:
+    """The callables set on a module itself (``module.forward = ...``), not its submodules."""
+    return {k for k, v in vars(module).items() if callable(v) and not isinstance(v, torch.nn.Module)}
+
+
+def _model_state(model: torch.nn.Module) -> dict[str, Any]:
+    """Everything of ``model`` a student's function could leave changed: every parameter's and buffer's value,
+    dtype, device and ``requires_grad``, every module's mode and hooks, the methods set on a module itself
+    (``module.forward = ...``) and the methods of the modules' classes."""
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    return {
+        "tensors": {name: (t.detach().clone(), t.dtype, t.device, t.requires_grad) for name, t in tensors.items()},
+        "training": {name: m.training for name, m in model.named_modules()},
+        "own": {name: _callables(m) for name, m in model.named_modules()},
+        "hooks": {
+            name: (set(m._forward_pre_hooks), set(m._forward_hooks), set(m._backward_hooks))
+            for name, m in model.named_modules()
+        },
+        "classes": {type(m): dict(vars(type(m))) for m in model.modules()},
+    }
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _mode_words(lang: str, training: bool) -> str:
+    return tr(lang, "entrenamiento", "train") if training else tr(lang, "evaluación", "eval")
+
+
+def _on_off(lang: str, on: bool) -> str:
+    return tr(lang, "activados", "on") if on else tr(lang, "desactivados", "off")
+
+
+def _model_changes(model: torch.nn.Module, state: dict[str, Any], changed: str) -> tuple[str, Any] | None:
+    """The first thing of ``model`` that is not as ``state`` recorded it, as (hint key, fields of lang), or None."""
+    for cls, methods in state["classes"].items():
+        for attr in set(methods) | set(vars(cls)):
+            if vars(cls).get(attr) is not methods.get(attr):
+                return "model_patched", {"name": f"{cls.__name__}.{attr}"}
+    now = dict(model.named_parameters()) | dict(model.named_buffers())
+    for name, (value, dtype, device, grad) in state["tensors"].items():
+        if name not in now:
+            return changed, {"name": name}
+        t = now[name]
+        if t.dtype != dtype or t.device != device:
+            return "model_dtype", {"name": name, "got": f"{t.dtype} ({t.device})", "want": f"{dtype} ({device})"}
+        if t.requires_grad != grad:
+            return "model_frozen", {"name": name, "got": t.requires_grad, "want": grad}
+        if t.shape != value.shape or not torch.equal(t.detach(), value):
+            return changed, {"name": name}
+    modules = dict(model.named_modules())
+    for name, own in state["own"].items():
+        extra = _callables(modules[name]) - own if name in modules else set()
+        if extra:
+            return "model_patched", {"name": ".".join(filter(None, [name, sorted(extra)[0]]))}
+    hooks = [
+        name or "model"
+        for name, m in model.named_modules()
+        if name in state["hooks"]
+        and (set(m._forward_pre_hooks), set(m._forward_hooks), set(m._backward_hooks)) != state["hooks"][name]
+    ]
+    if hooks:
+        return "hook_left", {"where": ", ".join(hooks)}
+    for name, training in state["training"].items():
+        if name in modules and modules[name].training != training:
+            return "model_mode", lambda lang, was=training: {
+                "before": _mode_words(lang, was),
+                "after": _mode_words(lang, not was),
+            }
+    return None
+
+
+def _restore_model(model: torch.nn.Module, state: dict[str, Any]) -> None:
+    """``model`` (and its modules' classes) put back as ``state`` recorded it."""
+    for cls, methods in state["classes"].items():
+        for attr in set(vars(cls)) - set(methods):
+            delattr(cls, attr)
+        for attr, value in methods.items():
+            if vars(cls).get(attr) is not value:
+                setattr(cls, attr, value)
+    modules = dict(model.named_modules())
+    with torch.no_grad():
+        for name, (value, _, _, grad) in state["tensors"].items():
+            owner_name, _, leaf = name.rpartition(".")
+            owner = modules.get(owner_name)
+            if owner is None:
+                continue
+            now = owner._parameters.get(leaf, owner._buffers.get(leaf))
+            if isinstance(now, Tensor) and (now.dtype, now.device, now.shape) == (
+                value.dtype,
+                value.device,
+                value.shape,
+            ):
+                now.copy_(value)  # in place: a weight shared by two modules stays shared
+                if isinstance(now, torch.nn.Parameter):
+                    now.requires_grad_(grad)
+            elif leaf in owner._parameters:  # a new Parameter: whatever device or dtype the old one was moved to
+                owner._parameters[leaf] = torch.nn.Parameter(value.clone(), requires_grad=grad)
+            elif leaf in owner._buffers:
+                owner._buffers[leaf] = value.clone()
+    for name, m in model.named_modules():
+        for attr in _callables(m) - state["own"].get(name, set()):
+            delattr(m, attr)
+        if name in state["hooks"]:
+            for hooks, kept in zip((m._forward_pre_hooks, m._forward_hooks, m._backward_hooks), state["hooks"][name]):
+                for key in set(hooks) - kept:
+                    del hooks[key]
+        m.training = state["training"].get(name, m.training)
+
+
+class _Watch:
+    """What :func:`watch` returns: after the block, :meth:`left` names the first thing left behind."""
+
+    def __init__(self, models: Sequence[torch.nn.Module], tensors: Mapping[str, Tensor], changed: str):
+        self.models, self.tensors, self.changed = list(models), dict(tensors), changed
+        self.found: tuple[str, Any] | None = None
+
+    def __enter__(self) -> _Watch:
+        self.globals = _global_state()
+        self.inputs = {name: (t.detach().clone(), t.dtype, tuple(t.shape)) for name, t in self.tensors.items()}
+        self.states = [_model_state(m) for m in self.models]
+        return self
+
+    def _compare(self) -> tuple[str, Any] | None:
+        for model, state in zip(self.models, self.states):
+            for cls, methods in state["classes"].items():  # a class patched changes every model of the kernel
+                if any(vars(cls).get(a) is not methods.get(a) for a in set(methods) | set(vars(cls))):
+                    return _model_changes(model, state, self.changed)
+        now = _global_state()
+        if now["inference"] and not self.globals["inference"]:
+            return "inference_mode_left", {}
+        if now["grad"] != self.globals["grad"]:
+            before, after = self.globals["grad"], now["grad"]
+            return "grad_mode_left", lambda lang: {"before": _on_off(lang, before), "after": _on_off(lang, after)}
+        if now["dtype"] != self.globals["dtype"]:
+            return "default_dtype_left", {"got": _dtype(now["dtype"]), "want": _dtype(self.globals["dtype"])}
+        if now["device"] != self.globals["device"]:
+            return "default_device_left", {"got": str(now["device"]), "want": str(self.globals["device"])}
+        for name, (value, dtype, shape) in self.inputs.items():
+            t = self.tensors[name]
+            if t.dtype != dtype or tuple(t.shape) != shape or not torch.equal(t.detach().cpu(), value.cpu()):
+                return "input_changed", {"name": name}
+        for model, state in zip(self.models, self.states):
+            found = _model_changes(model, state, self.changed)
+            if found is not None:
+                return found
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        try:
+            self.found = self._compare()
+        finally:
+            _set_global_state(self.globals)
+            for model, state in zip(self.models, self.states):
+                _restore_model(model, state)
+            # the tensors handed over are left as the student's code left them: they are the checker's own copies,
+            # and the answer may be one of them (``return k`` after changing it in place)
+        return False
+
+    def left(self, lang: str, hints: Hints, otherwise: Feedback | None = None) -> Feedback | None:
+        """The hint (of the module's ``hints``, which merge :data:`STATE_HINTS`) for the first thing the block left
+        changed, or ``otherwise`` when everything is as it was. (Not ``left(...) or ...``: a "not yet" is falsy.)"""
+        if self.found is None:
+            return otherwise
+        key, fields = self.found
+        return hints(lang, key, **(fields(lang) if callable(fields) else fields))
+
+
+def watch(
+    *models: torch.nn.Module, tensors: Mapping[str, Tensor] | None = None, changed: str = "model_changed"
+) -> _Watch:
+    """``with watch(model, tensors={"pattern": p}) as w: got = attempt(lang, fn, model, p)``, then
+    ``w.left(lang, HINTS)``: the hint for the first thing the student's code left changed, or None.
+
+    Watched: PyTorch's global switches (grad mode, inference mode, the default dtype and device), the tensors handed
+    to the student (``tensors``: name -> the very tensor passed), and every ``model``: its weights' values, dtypes,
+    devices and ``requires_grad``, its modules' modes, hooks and methods, and its modules' classes' methods (a
+    weight changed gets the hint ``changed``). Whatever the block changed of PyTorch's switches and of the models is put
+    back on the way out, reported or not, so that neither the notebook nor the checker's next case runs in the
+    student's leftovers; the tensors handed over (the checker's own copies, which the answer may be) are not. The module's
+    HINTS must merge :data:`STATE_HINTS`."""
+    return _Watch(models, tensors or {}, changed)
 
 
 # --------------------------------------------------------------------------- what a statement forbids

@@ -14,9 +14,7 @@ answer key :mod:`.solutions.nb13`.
 from __future__ import annotations
 
 import copy
-import numbers
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -25,6 +23,7 @@ from .. import circuits
 from ..modern import ModernConfig, ModernTransformer
 from ._core import (
     COMMON_HINTS,
+    STATE_HINTS,
     Feedback,
     Hints,
     attempt,
@@ -34,43 +33,18 @@ from ._core import (
     diagnose,
     exercise,
     forbid,
-    num,
-    stop,
     tensor,
-    type_name,
+    watch,
 )
 
-__all__ = ["HINTS", "check_ov_circuit", "check_induction_score", "check_ablate_head"]
+__all__ = ["HINTS", "check_ov_circuit", "check_smeared_keys", "check_ablate_head"]
 
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
     {
         "nan": COMMON_HINTS["nan"],
         "shape": COMMON_HINTS["shape"],
-        "scores_type": (
-            "devuelve una lista (o un tensor) de números, uno por cabeza, no {got}.",
-            "return a list (or a tensor) of numbers, one per head, not {got}.",
-        ),
-        "one_number": (
-            "devuelves un solo número, y el patrón tiene {H} cabezas: devuelve una puntuación por cabeza. "
-            "¿Promedias también sobre el eje de las cabezas (el 0)? Promedia solo sobre las posiciones.",
-            "you return a single number, and the pattern has {H} heads: return one score per head. Do you also "
-            "average over the heads' axis (axis 0)? Average over the positions only.",
-        ),
-        "per_position": (
-            "devuelves {got} números, uno por cabeza y posición: falta promediar sobre las posiciones (el último "
-            "eje) para quedarte con uno por cabeza, forma ({H},).",
-            "you return {got} numbers, one per head and position: they still have to be averaged over the "
-            "positions (the last axis), to keep one per head, shape ({H},).",
-        ),
-        "scores_shape": (
-            "devuelves forma {got} y se pide ({H},), una puntuación por cabeza (el patrón es (H, T, T) = {shape}). "
-            "Si usas `diagonal`, dile qué ejes: `diagonal(offset=..., dim1=-2, dim2=-1)`; sin ellos toma los dos "
-            "primeros (cabezas y filas).",
-            "you return shape {got} and ({H},) is asked for, one score per head (the pattern is (H, T, T) = {shape}). "
-            "If you use `diagonal`, tell it which axes: `diagonal(offset=..., dim1=-2, dim2=-1)`; without them it "
-            "takes the first two (heads and rows).",
-        ),
+        **STATE_HINTS,
         # ---- 13.ov_circuit
         "ov_transposed": (
             "devuelves la matriz traspuesta: las filas son el token al que la cabeza atiende (el de `W_E`) y las "
@@ -122,76 +96,64 @@ HINTS = Hints(
             "for head {layer}.{head} your matrix is not the expected one (the largest difference is {diff}). Row s: "
             "((W_E[s] ⊙ γ₁) · the head's W_vᵀ · the head's W_oᵀ) ⊙ γ_f · W_Uᵀ.",
         ),
-        "model_changed": (
-            "el resultado es el correcto, pero el modelo se queda cambiado: `{name}` no vuelve a ser el que era. "
-            "Calcula con copias (`.clone()`, o sin operaciones «in place» como `mul_`) y no toques los pesos.",
-            "the result is right, but the model stays changed: `{name}` is not what it was. Compute with copies "
-            "(`.clone()`, or without in-place operations such as `mul_`) and leave the weights alone.",
+        # ---- 13.smeared_keys
+        "smear_no_sigmoid": (
+            "usas `alpha` tal cual como peso de la mezcla: es un número cualquiera (se aprende sin límites), y el "
+            "peso es σ(alpha) = `torch.sigmoid(alpha)`, entre 0 y 1.",
+            "you use `alpha` as it is as the mix's weight: it is any number (it is learned without bounds), and the "
+            "weight is σ(alpha) = `torch.sigmoid(alpha)`, between 0 and 1.",
         ),
-        # ---- 13.induction_score
-        "ind_last_copy": (
-            "solo sumas la posición t − P + 1 (la copia anterior más cercana): con T = {T} y P = {P} hay "
-            "posiciones con varias copias anteriores, y la puntuación suma la atención a todas, "
-            "s = t − kP + 1 para k = 1, 2, … mientras s ≥ 1.",
-            "you only add position t − P + 1 (the nearest earlier copy): with T = {T} and P = {P} some positions "
-            "have several earlier copies, and the score adds the attention to all of them, s = t − kP + 1 for "
-            "k = 1, 2, … while s ≥ 1.",
+        "smear_swapped": (
+            "das el peso σ(alpha) a la clave anterior y 1 − σ(alpha) a la propia: es al revés, "
+            "σ(alpha) · k[t] + (1 − σ(alpha)) · k[t − 1].",
+            "you give the weight σ(alpha) to the previous key and 1 − σ(alpha) to the key itself: it is the other way "
+            "round, σ(alpha) · k[t] + (1 − σ(alpha)) · k[t − 1].",
         ),
-        "ind_duplicate": (
-            "sumas la atención a t − P (o t − kP): la copia anterior del mismo token. Eso mide una cabeza de "
-            "«token duplicado»; una cabeza de inducción mira al token que vino después de esa copia, "
-            "t − kP + 1.",
-            "you add the attention to t − P (or t − kP): the earlier copy of the same token. That measures a "
-            "“duplicate-token” head; an induction head looks at the token that came after that copy, t − kP + 1.",
+        "smear_next": (
+            "mezclas cada clave con la de la posición **siguiente**, t + 1: la clave que se mezcla es la anterior, "
+            "t − 1 (la cabeza de la capa única tiene que poder ver qué token vino antes de cada posición).",
+            "you mix each key with the **next** position's, t + 1: the key mixed in is the previous one, t − 1 (the "
+            "single layer's head must be able to see which token came before each position).",
         ),
-        "ind_before_copy": (
-            "sumas la atención a t − P − 1 (o t − kP − 1), el token anterior a la copia: es un paso más a la "
-            "izquierda, y se pide un paso a la derecha de la copia, t − kP + 1.",
-            "you add the attention to t − P − 1 (or t − kP − 1), the token before the copy: that is one step "
-            "further left, and one step to the right of the copy is asked for, t − kP + 1.",
+        "smear_wraps": (
+            "la posición 0 se mezcla con la última clave (¿`torch.roll`?): la posición 0 no tiene anterior y su "
+            "clave queda igual.",
+            "position 0 is mixed with the last key (`torch.roll`?): position 0 has no previous position and its key "
+            "stays as it is.",
         ),
-        "ind_position_zero": (
-            "cuentas también la posición s = 0 cuando t − kP + 1 = 0: ahí la «copia» estaría en −1, que no "
-            "existe. Suma solo las s = t − kP + 1 ≥ 1.",
-            "you also count position s = 0 when t − kP + 1 = 0: the “copy” there would be at −1, which does not "
-            "exist. Add only the s = t − kP + 1 ≥ 1.",
+        "smear_first_zero": (
+            "la posición 0 se mezcla con ceros (¿rellenas con ceros a la izquierda?): no tiene anterior, y su clave "
+            "queda igual, sin el factor σ(alpha).",
+            "position 0 is mixed with zeros (do you pad with zeros on the left?): it has no previous position, and "
+            "its key stays as it is, without the factor σ(alpha).",
         ),
-        "ind_mean_copies": (
-            "promedias la atención sobre las copias anteriores: se suma (la atención total que va a los tokens "
-            "que siguieron a alguna copia), y luego se promedia sobre las posiciones t ≥ P.",
-            "you average the attention over the earlier copies: it is summed (the total attention that goes to "
-            "the tokens that followed some copy), and then averaged over the positions t ≥ P.",
+        "smear_recursive": (
+            "mezclas con la clave anterior **ya mezclada**: cambias las claves posición a posición en su sitio, y la "
+            "t − 1 ya no es la original. Calcula todas a partir de las claves de entrada (por ejemplo con "
+            "`k[..., :-1, :]` y `k[..., 1:, :]`).",
+            "you mix with the previous key **already mixed**: you change the keys position by position in place, "
+            "and the one at t − 1 is no longer the original. Compute them all from the input keys (for example "
+            "with `k[..., :-1, :]` and `k[..., 1:, :]`).",
         ),
-        "ind_all_positions": (
-            "promedias sobre las T = {T} posiciones: las t < P = {P} todavía no han visto ninguna copia y no "
-            "cuentan. Promedia solo sobre t = P … T − 1 ({n} posiciones).",
-            "you average over all T = {T} positions: those with t < P = {P} have not seen any copy yet and do not "
-            "count. Average over t = P … T − 1 only ({n} positions).",
+        "smear_no_alpha": (
+            "haces la media de cada clave y la anterior, sin `alpha`: el peso es σ(alpha) de cada cabeza, distinto en "
+            "cada una y aprendido.",
+            "you average each key with the previous one, without `alpha`: the weight is each head's σ(alpha), "
+            "different in each and learned.",
         ),
-        "ind_start": (
-            "empiezas en t = P − 1: la primera posición con una copia anterior es t = P (su token es el de la "
-            "posición 0). Promedia sobre t = P … T − 1.",
-            "you start at t = P − 1: the first position with an earlier copy is t = P (its token is position 0's). "
-            "Average over t = P … T − 1.",
+        "smear_alpha_axis": (
+            "aplicas el `alpha` de una cabeza a otras: `alpha` tiene forma ({H},), uno por cabeza, y las cabezas son "
+            "el eje 1 de `k` (B, H, T, Dh): `torch.sigmoid(alpha).view(1, -1, 1, 1)`.",
+            "you apply one head's `alpha` to others: `alpha` has shape ({H},), one per head, and the heads are axis "
+            "1 of `k` (B, H, T, Dh): `torch.sigmoid(alpha).view(1, -1, 1, 1)`.",
         ),
-        "ind_sum": (
-            "sumas sobre las posiciones sin promediar: divide entre las T − P = {n} posiciones t ≥ P, para que una "
-            "cabeza de inducción perfecta puntúe 1.",
-            "you sum over the positions without averaging: divide by the T − P = {n} positions t ≥ P, so that a "
-            "perfect induction head scores 1.",
-        ),
-        "ind_transposed": (
-            "te salen ceros: lees `pattern[h, s, t]` (el patrón traspuesto), la atención de una posición anterior "
-            "a una posterior, que la máscara causal pone a cero. Las filas son quien mira: usa `pattern[h, t, s]`.",
-            "you get zeros: you read `pattern[h, s, t]` (the transposed pattern), the attention from an earlier "
-            "position to a later one, which the causal mask sets to zero. Rows are who looks: use "
-            "`pattern[h, t, s]`.",
-        ),
-        "ind_other": (
-            "con {H} cabezas, T = {T} y periodo P = {P} devuelves {got}. Para cada t ≥ P, suma "
-            "`pattern[h, t, s]` sobre s = t − kP + 1 (k = 1, 2, …, s ≥ 1); luego promedia sobre t = P … T − 1.",
-            "with {H} heads, T = {T} and period P = {P} you return {got}. For each t ≥ P, add `pattern[h, t, s]` "
-            "over s = t − kP + 1 (k = 1, 2, …, s ≥ 1); then average over t = P … T − 1.",
+        "smear_other": (
+            "con k de forma {shape} y alpha = {alpha}, tus claves no son las esperadas (la mayor diferencia es "
+            "{diff}). La clave t ≥ 1 de la cabeza h es σ(alpha[h]) · k[:, h, t] + (1 − σ(alpha[h])) · "
+            "k[:, h, t − 1]; la 0 queda igual.",
+            "with k of shape {shape} and alpha = {alpha}, your keys are not the expected ones (the largest "
+            "difference is {diff}). Key t ≥ 1 of head h is σ(alpha[h]) · k[:, h, t] + (1 − σ(alpha[h])) · "
+            "k[:, h, t − 1]; key 0 stays as it is.",
         ),
         # ---- 13.ablate_head
         "abl_rows": (
@@ -248,41 +210,6 @@ HINTS = Hints(
             "the result is right, but the model stays changed: `{name}` is not what it was. Keep a copy of what "
             "you change (`.clone()`) and restore it at the end (best in a `finally`).",
         ),
-        "abl_hook_left": (
-            "dejas un gancho registrado en el modelo ({where}): cada llamada posterior seguiría anulando la "
-            "cabeza. Guarda lo que devuelve `register_forward_pre_hook` y llama a su `.remove()` al final (mejor "
-            "en un `finally`).",
-            "you leave a hook registered on the model ({where}): every later call would still ablate the head. "
-            "Keep what `register_forward_pre_hook` returns and call its `.remove()` at the end (best in a "
-            "`finally`).",
-        ),
-        "abl_mode": (
-            "el modelo estaba en modo {before} y lo dejas en modo {after}: déjalo como estaba.",
-            "the model was in {before} mode and you leave it in {after} mode: leave it as it was.",
-        ),
-        "model_dtype": (
-            "el resultado es el correcto, pero dejas `{name}` como {got} y era {want}: ¿llamas a `.double()`, "
-            "`.to(...)` o `.half()` sobre el modelo? Trabaja con copias, o devuélvelo al tipo y al dispositivo "
-            "que tenía.",
-            "the result is right, but you leave `{name}` as {got} and it was {want}: do you call `.double()`, "
-            "`.to(...)` or `.half()` on the model? Work on copies, or put it back to the dtype and device it had.",
-        ),
-        "model_frozen": (
-            "el resultado es el correcto, pero `{name}` tenía `requires_grad={want}` y lo dejas en {got}: el modelo "
-            "ya no aprendería igual. Si lo cambias (`requires_grad_`), restáuralo al final; para no calcular "
-            "gradientes basta `torch.no_grad()`.",
-            "the result is right, but `{name}` had `requires_grad={want}` and you leave it {got}: the model would "
-            "no longer learn the same. If you change it (`requires_grad_`), restore it at the end; to compute no "
-            "gradients `torch.no_grad()` is enough.",
-        ),
-        "model_patched": (
-            "el resultado es el correcto, pero dejas cambiado un método del modelo: `{name}`. Cada llamada "
-            "posterior seguiría pasando por tu versión: guarda el original y vuelve a ponerlo al final (mejor "
-            "en un `finally`), o usa un gancho y quítalo.",
-            "the result is right, but you leave a method of the model changed: `{name}`. Every later call would "
-            "still go through your version: keep the original and put it back at the end (best in a `finally`), "
-            "or use a hook and remove it.",
-        ),
         "abl_other": (
             "con la cabeza {head} de la capa {layer} anulada, tus logits no son los esperados (la mayor "
             "diferencia es {diff}). La salida de la cabeza son las posiciones {start}:{stop} de la entrada de "
@@ -293,131 +220,6 @@ HINTS = Hints(
         ),
     }
 )
-
-
-def _scores(lang: str, got: Any, H: int, T: int) -> Tensor:
-    """The answer as a double tensor (H,): a list, tuple or tensor of H numbers ((1, H) and (H, 1) are taken);
-    anything else stops the check with its hint."""
-    if isinstance(got, Tensor):
-        if got.is_complex() or got.dtype == torch.bool:
-            raise stop(HINTS(lang, "scores_type", got=f"Tensor {got.dtype}"))
-        x = got.detach().cpu().double()
-    elif isinstance(got, (list, tuple)):
-        items = []
-        for item in got:
-            if isinstance(item, Tensor) and item.numel() == 1 and not item.is_complex() and item.dtype != torch.bool:
-                item = item.item()
-            if isinstance(item, bool) or not isinstance(item, numbers.Real):
-                raise stop(HINTS(lang, "scores_type", got=f"{type_name(got)} [{type_name(item)}, …]"))
-            items.append(float(item))
-        x = torch.tensor(items, dtype=torch.double)
-    elif isinstance(got, numbers.Real) and not isinstance(got, bool):
-        x = torch.tensor(float(got), dtype=torch.double)
-    else:
-        raise stop(HINTS(lang, "scores_type", got=type_name(got)))
-    if x.numel() == 1 and H > 1:
-        raise stop(HINTS(lang, "one_number", H=H))
-    if tuple(x.shape) in ((H, T), (H, T - 1)):
-        raise stop(HINTS(lang, "per_position", got=" × ".join(map(str, x.shape)), H=H))
-    if x.numel() == H and x.dim() in (1, 2) and H in x.shape:
-        x = x.reshape(H)
-    else:
-        raise stop(HINTS(lang, "scores_shape", got=tuple(x.shape), H=H, shape=(H, T, T)))
-    if not bool(torch.isfinite(x).all()):
-        raise stop(HINTS(lang, "nan"))
-    return x
-
-
-def _shown(lang: str, x: Tensor) -> str:
-    """Scores as the notebook shows them: [0,25; 0,5] in Spanish, [0.25, 0.5] in English."""
-    return "[" + ("; " if lang == "es" else ", ").join(num(lang, float(v)) for v in x) + "]"
-
-
-def _causal(H: int, T: int, seed: int, sharpness: float = 2.0) -> Tensor:
-    """Random causal attention (H, T, T) from its own seed: every row a softmax over positions 0 … t."""
-    g = torch.Generator().manual_seed(seed)
-    scores = torch.randn(H, T, T, generator=g, dtype=torch.float64) * sharpness
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-
-
-def _at(T: int, back: Callable[[int], list[int]]) -> Tensor:
-    """A pattern (T, T) that spreads each row t over the positions ``back(t)`` (unevenly: the nearest gets the
-    most), or puts it on t itself where there are none."""
-    p = torch.zeros(T, T, dtype=torch.float64)
-    for t in range(T):
-        where = [s for s in back(t) if 0 <= s <= t] or [t]
-        w = torch.tensor([0.6**i for i in range(len(where))], dtype=torch.float64)
-        p[t, where] = w / w.sum()
-    return p
-
-
-def _mix(parts: list[tuple[float, Tensor]]) -> Tensor:
-    """A weighted mixture of patterns (weights summing to 1): still causal, rows still summing to 1."""
-    return sum(w * p for w, p in parts)  # type: ignore[return-value]
-
-
-# ---- the model a checker hands the student: left as it was ---------------------------------------
-
-
-def _model_state(model: torch.nn.Module) -> dict[str, Any]:
-    """Everything of ``model`` a student's function could leave changed: every parameter's and buffer's value,
-    dtype, device and ``requires_grad``, every module's mode and hooks, the methods set on a module itself
-    (``module.forward = ...``) and the methods of the modules' classes."""
-    tensors = {name: t for name, t in model.named_parameters()} | {name: t for name, t in model.named_buffers()}
-    return {
-        "tensors": {name: (t.detach().clone(), t.dtype, t.device, t.requires_grad) for name, t in tensors.items()},
-        "training": {name: m.training for name, m in model.named_modules()},
-        "own": {
-            name: {k for k, v in vars(m).items() if callable(v) and not isinstance(v, torch.nn.Module)}
-            for name, m in model.named_modules()
-        },
-        "classes": {type(m): dict(vars(type(m))) for m in model.modules()},
-    }
-
-
-def _left_changed(lang: str, model: torch.nn.Module, state: dict[str, Any], changed_key: str) -> Feedback | None:
-    """The hint for the first thing of ``model`` that is not as ``state`` recorded it (None: all as it was). A
-    method replaced on a module's class is put back (it would change every model of the kernel)."""
-    for cls, methods in state["classes"].items():
-        for attr, value in methods.items():
-            if vars(cls).get(attr) is not value:
-                setattr(cls, attr, value)
-                return HINTS(lang, "model_patched", name=f"{cls.__name__}.{attr}")
-        for attr in set(vars(cls)) - set(methods):
-            delattr(cls, attr)
-            return HINTS(lang, "model_patched", name=f"{cls.__name__}.{attr}")
-    now = {name: t for name, t in model.named_parameters()} | {name: t for name, t in model.named_buffers()}
-    for name, (value, dtype, device, grad) in state["tensors"].items():
-        if name not in now:
-            return HINTS(lang, changed_key, name=name)
-        t = now[name]
-        if t.dtype != dtype or t.device != device:
-            return HINTS(lang, "model_dtype", name=name, got=f"{t.dtype} ({t.device})", want=f"{dtype} ({device})")
-        if t.requires_grad != grad:
-            return HINTS(lang, "model_frozen", name=name, got=t.requires_grad, want=grad)
-        if t.shape != value.shape or not torch.equal(t.detach(), value):
-            return HINTS(lang, changed_key, name=name)
-    modules = dict(model.named_modules())
-    for name, own in state["own"].items():
-        extra = {k for k, v in vars(modules[name]).items() if callable(v) and not isinstance(v, torch.nn.Module)}
-        if extra - own:
-            return HINTS(lang, "model_patched", name=".".join(filter(None, [name, sorted(extra - own)[0]])))
-    hooks = _hooks(model)
-    if hooks:
-        return HINTS(lang, "abl_hook_left", where=", ".join(hooks))
-    if any(modules[name].training != training for name, training in state["training"].items()):
-        return HINTS(lang, "abl_mode", **_modes(lang))
-    return None
-
-
-def _hooks(model: torch.nn.Module) -> list[str]:
-    """The modules of ``model`` with a forward hook or pre-hook registered, by name."""
-    return [name or "model" for name, m in model.named_modules() if m._forward_pre_hooks or m._forward_hooks]
-
-
-def _modes(lang: str) -> dict[str, str]:
-    return {"before": "eval", "after": "train"} if lang == "en" else {"before": "evaluación", "after": "entrenamiento"}
 
 
 # ---- 13.ov_circuit -------------------------------------------------------------------------------
@@ -473,9 +275,10 @@ def _ov_by_hand(
     return out @ model.lm_head.weight.detach().double().T  # (V, V)
 
 
-def _ov_mistakes(model: ModernTransformer, layer: int, head: int) -> list[tuple[str, Tensor]]:
+def _ov_mistakes(model: ModernTransformer, layer: int, head: int) -> list[tuple[str, Tensor | None]]:
     """What each typical mistake gives on one head; two ways to make one mistake share a key."""
     right = _ov_by_hand(model, layer, head)
+    Dh = model.blocks[layer].attn.d_head
     return [
         ("ov_transposed", right.T),
         ("ov_no_norms", _ov_by_hand(model, layer, head, block_norm=False, final_norm=False)),
@@ -484,6 +287,8 @@ def _ov_mistakes(model: ModernTransformer, layer: int, head: int) -> list[tuple[
         ("ov_wrong_slice", _ov_by_hand(model, layer, head, v_columns=True)),
         ("ov_wrong_slice", _ov_by_hand(model, layer, head, o_rows=True)),
         ("ov_wrong_slice", _ov_by_hand(model, layer, head, v_columns=True, o_rows=True)),
+        # the head's slice started at `head`, not `head * Dh` (the right slice for head 0 alone)
+        ("ov_wrong_slice", _ov_by_hand(model, layer, head, heads=slice(head, head + Dh)) if head else None),
         ("ov_all_heads", _ov_by_hand(model, layer, head, heads=slice(None))),
         ("ov_probs", right.softmax(-1)),
         ("ov_probs", right.log_softmax(-1)),
@@ -494,6 +299,10 @@ _OV_TOOLS = (
     ("minitransformer.circuits.ov_circuit", "ov_circuit"),
     ("minitransformer.circuits._ov", "circuits._ov"),
     ("minitransformer.circuits._final_reads", "circuits._final_reads"),
+    ("minitransformer.circuits._norm_matrix", "circuits._norm_matrix"),
+    ("minitransformer.circuits._head_rows", "circuits._head_rows"),
+    ("minitransformer.circuits._reads", "circuits._reads"),
+    ("minitransformer.circuits._embedding", "circuits._embedding"),
     ("minitransformer.exercises.circuits._ov_by_hand", "_ov_by_hand"),
 )
 _OV_WHY = (
@@ -512,8 +321,7 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
     for layer, head in _OV_CASES:
         model = _ov_model()
         want = circuits.ov_circuit(model, layer, head).double()
-        state = _model_state(model)
-        with forbid(_OV_TOOLS, *_OV_WHY):
+        with watch(model) as left, forbid(_OV_TOOLS, *_OV_WHY):
             got = attempt(lang, my_ov_circuit, model, layer, head)
         matrix = tensor(lang, got, tuple(want.shape))
         if matrix.is_complex() or not bool(torch.isfinite(matrix).all()):
@@ -525,14 +333,10 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
             key = diagnose([matrix], by_key([_ov_mistakes(clean, layer, head)]), atol=1e-4, rtol=1e-4)
             if key is not None:
                 return HINTS(lang, key, **fields)
-            left = _left_changed(lang, model, state, "model_changed")
-            if left is not None:
-                return left
             diff = float((matrix.detach().cpu().double() - want).abs().max())
-            return HINTS(lang, "ov_other", diff=diff, **fields)
-        left = _left_changed(lang, model, state, "model_changed")
-        if left is not None:
-            return left
+            return left.left(lang, HINTS, HINTS(lang, "ov_other", diff=diff, **fields))
+        if left.left(lang, HINTS) is not None:
+            return left.left(lang, HINTS)
     return correct(
         lang,
         "Mira ahora las cabezas del modelo entrenado: las del bloque 1 ponen lo mayor de cada fila en la diagonal "
@@ -542,125 +346,145 @@ def check_ov_circuit(my_ov_circuit: Callable[..., Tensor], lang: str | None = No
     )
 
 
-# ---- 13.induction_score --------------------------------------------------------------------------
+# ---- 13.smeared_keys -----------------------------------------------------------------------------
 
 
-def _ind_pattern(H: int, T: int, P: int, seed: int) -> Tensor:
-    """Heads that mix, in different amounts, attention to the tokens after the earlier copies (t − kP + 1),
-    to the earlier copies themselves (t − kP), to the previous token, to position 0 and random attention
-    (float32)."""
-    rand = _causal(H, T, seed)
-    induction = _at(T, lambda t: [t - k * P + 1 for k in range(1, T) if t - k * P + 1 >= 1])
-    duplicate = _at(T, lambda t: [t - k * P for k in range(1, T) if t - k * P >= 0])
-    previous = _at(T, lambda t: [t - 1])
-    first = _at(T, lambda t: [0])
-    weights = [(0.55, 0.15, 0.1, 0.05), (0.1, 0.5, 0.2, 0.05), (0.2, 0.1, 0.45, 0.1), (0.3, 0.3, 0.0, 0.2)]
-    heads = []
-    for h in range(H):
-        a, b, c, d = weights[h % len(weights)]
-        heads.append(_mix([(a, induction), (b, duplicate), (c, previous), (d, first), (1 - a - b - c - d, rand[h])]))
-    return torch.stack(heads).float()
+def _one_layer_keys() -> Tensor:
+    """The keys of notebook 13's architecture with one layer only (Olsson et al.'s smeared keys are what lets one
+    layer make an induction head), on two rows of 11 tokens, from fixed seeds (the notebook's random state is left
+    alone). Shapes: -> (2, 4, 11, 6)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(131)
+        config = ModernConfig(
+            vocab_size=20, d_model=24, n_heads=4, n_layers=1, feed_forward="none", max_len=16, positional="rope"
+        )
+        model = ModernTransformer(config).eval()
+    tokens = torch.randint(0, 20, (2, 11), generator=torch.Generator().manual_seed(1311))
+    block = model.blocks[0]
+    with torch.no_grad():
+        x = block.norm1(model.token(tokens))  # (B, T, D)
+        return block.attn.W_k(x).view(2, 11, 4, 6).transpose(1, 2).contiguous()  # (B, H, T, Dh)
 
 
-# (H, T, P, seed): lengths that are not multiples of the period, two to five copies, one with T < 2P.
-_IND_CASES = [(2, 17, 5, 11), (3, 23, 4, 12), (4, 15, 6, 13), (2, 13, 8, 14)]
+def _smear_cases() -> list[tuple[Tensor, Tensor]]:
+    """(k, alpha): shapes whose axes all differ (B ≠ H ≠ T ≠ Dh), alphas far from 0 of both signs, one of 0 and
+    unequal across heads, and the keys of a one-layer model."""
+    cases = []
+    for (B, H, T, Dh), seed in (((2, 3, 7, 5), 1), ((1, 4, 9, 2), 2), ((3, 2, 5, 8), 3)):
+        k = torch.randn(B, H, T, Dh, generator=torch.Generator().manual_seed(seed))
+        alpha = torch.linspace(-2.5, 3.0, H) + 0.37 * seed
+        cases.append((k, alpha))
+    cases.append((_one_layer_keys(), torch.tensor([1.5, -0.8, 0.0, 4.0])))
+    return cases
 
 
-def _ind_variant(
-    p: Tensor,
-    P: int,
+def _smeared(
+    k: Tensor,
+    alpha: Tensor,
     *,
-    shift: int = 1,
-    last_only: bool = False,
-    first_t: int | None = None,
-    min_s: int = 1,
-    per_t: str = "sum",
-    over: str = "mean",
+    weight: Tensor | None = None,
+    swap: bool = False,
+    previous: str = "before",
+    recursive: bool = False,
 ) -> Tensor:
-    """The induction score written as a loop, with one thing changed: the copy ``t − kP + shift``, only the
-    last copy, the first position counted, the smallest key position, the copies summed or averaged, and the
-    positions averaged, summed or divided by T. Without changes: the package's score."""
-    p = p.double()
-    H, T, _ = p.shape
-    first_t = P if first_t is None else first_t
-    rows = []
-    for t in range(first_t, T):
-        keys = [t - k * P + shift for k in range(1, T + 1) if min_s <= t - k * P + shift <= t]
-        keys = keys[:1] if last_only else keys
-        weight = p[:, t, keys].sum(-1) if keys else torch.zeros(H, dtype=torch.float64)
-        rows.append(weight / len(keys) if keys and per_t == "mean" else weight)
-    total = torch.stack(rows).sum(0)
-    return {"mean": total / len(rows), "sum": total, "all": total / T}[over]
+    """The smeared keys, written as a loop over positions, with one thing changed: the mix's weight (``weight``,
+    by default σ(alpha) per head), its two parts swapped, what is mixed in (``previous``: the key ``before``, the
+    ``next`` one, ``roll``'s wrap-around at 0, ``zeros`` before 0) or the already-smeared key before. Without
+    changes: the right keys. Shapes: k (B, H, T, Dh), alpha (H,) -> (B, H, T, Dh), double."""
+    k = k.double()
+    w = (torch.sigmoid(alpha.double()) if weight is None else weight.double()).view(1, -1, 1)  # (1, H, 1)
+    out = k.clone()
+    T = k.size(-2)
+    for t in range(T):
+        if previous == "before":
+            if t == 0:
+                continue
+            other = (out if recursive else k)[:, :, t - 1]
+        elif previous == "next":
+            if t == T - 1:
+                continue
+            other = k[:, :, t + 1]
+        elif previous == "roll":
+            other = k[:, :, t - 1]  # t = 0: the last one
+        else:  # "zeros"
+            other = k[:, :, t - 1] if t else torch.zeros_like(k[:, :, 0])
+        a, b = (1 - w, w) if swap else (w, 1 - w)
+        out[:, :, t] = a * k[:, :, t] + b * other
+    return out
 
 
-def _ind_mistakes(p: Tensor, P: int) -> list[tuple[str, Tensor]]:
-    """What each typical mistake gives on one pattern; two ways to make one mistake share a key."""
+def _smear_mistakes(k: Tensor, alpha: Tensor) -> list[tuple[str, Tensor]]:
+    """What each typical mistake gives on one case; two ways to make one mistake share a key."""
+    H = k.size(1)
     return [
-        ("ind_last_copy", _ind_variant(p, P, last_only=True)),
-        ("ind_duplicate", _ind_variant(p, P, shift=0, min_s=0)),
-        ("ind_duplicate", _ind_variant(p, P, shift=0, min_s=0, last_only=True)),
-        ("ind_duplicate", _ind_variant(p, P, shift=0)),
-        ("ind_before_copy", _ind_variant(p, P, shift=-1, min_s=0)),
-        ("ind_before_copy", _ind_variant(p, P, shift=-1, min_s=0, last_only=True)),
-        ("ind_position_zero", _ind_variant(p, P, min_s=0)),
-        ("ind_mean_copies", _ind_variant(p, P, per_t="mean")),
-        ("ind_all_positions", _ind_variant(p, P, over="all")),
-        ("ind_start", _ind_variant(p, P, first_t=P - 1)),
-        ("ind_start", _ind_variant(p, P, first_t=P - 1, min_s=0)),
-        ("ind_sum", _ind_variant(p, P, over="sum")),
-        ("ind_transposed", _ind_variant(p.transpose(-1, -2), P)),
+        ("smear_no_sigmoid", _smeared(k, alpha, weight=alpha)),
+        ("smear_swapped", _smeared(k, alpha, swap=True)),
+        ("smear_next", _smeared(k, alpha, previous="next")),
+        ("smear_wraps", _smeared(k, alpha, previous="roll")),
+        ("smear_first_zero", _smeared(k, alpha, previous="zeros")),
+        ("smear_recursive", _smeared(k, alpha, recursive=True)),
+        ("smear_no_alpha", _smeared(k, alpha, weight=torch.full((H,), 0.5))),
+        ("smear_alpha_axis", _smeared(k, alpha, weight=torch.sigmoid(alpha).flip(0))),
+        ("smear_alpha_axis", _smeared(k, alpha, weight=torch.full((H,), float(torch.sigmoid(alpha[0]))))),
     ]
 
 
-_SCORE_WHY = (
-    "escribe tú la puntuación a partir del patrón (con índices, `diagonal` o un bucle).",
-    "write the score yourself from the pattern (with indexing, `diagonal` or a loop).",
+_SMEAR_TOOLS = (
+    ("minitransformer.exercises.circuits._smeared", "_smeared"),
+    ("minitransformer.exercises.circuits._smear_mistakes", "_smear_mistakes"),
+)
+_SMEAR_WHY = (
+    "escribe tú la mezcla de las claves.",
+    "write the mixing of the keys yourself.",
 )
 
-# the package's score, and the checker's own loop (which, without changes, is the right answer)
-_IND_TOOLS = (
-    ("minitransformer.circuits.induction_score", "induction_score"),
-    ("minitransformer.exercises.circuits._ind_variant", "_ind_variant"),
-)
 
-
-@exercise("13.induction_score")
-def check_induction_score(my_induction_score: Callable[[Tensor, int], Any], lang: str | None = None) -> Feedback:
-    """Check ``my_induction_score(pattern, period)`` -> each head's attention summed over the positions
-    s = t − kP + 1 (k ≥ 1, s ≥ 1) and averaged over t = P … T − 1 (H numbers: a list or a tensor),
-    ``circuits.induction_score(pattern[None], period)``, on hand-made patterns of four sizes and periods.
-    ``circuits.induction_score`` is switched off while the student's function runs. A mistake is named when it
-    explains every case."""
-    cases = [(_ind_pattern(H, T, P, seed), P) for H, T, P, seed in _IND_CASES]
-    right = [circuits.induction_score(p[None], P).double() for p, P in cases]
-    answers = []
-    for p, P in cases:
-        H, T, _ = p.shape
-        with forbid(_IND_TOOLS, *_SCORE_WHY):
-            got = attempt(lang, my_induction_score, p.clone(), P)
-        answers.append(_scores(lang, got, H, T))
+@exercise("13.smeared_keys")
+def check_smeared_keys(my_smear_keys: Callable[[Tensor, Tensor], Tensor], lang: str | None = None) -> Feedback:
+    """Check ``my_smear_keys(k, alpha)`` -> Olsson et al.'s smeared keys: key t ≥ 1 of head h becomes
+    σ(alpha[h]) · k[:, h, t] + (1 − σ(alpha[h])) · k[:, h, t − 1], key 0 stays, on four cases (shapes whose axes all
+    differ, alphas of both signs, the keys of a one-layer model). Every case is run first; a mistake is named when it
+    explains every case; the keys and alpha handed over must be left as they were, and PyTorch's global switches."""
+    cases = _smear_cases()
+    right = [_smeared(k, alpha) for k, alpha in cases]  # before the student's code runs
+    answers, left = [], []
+    for k, alpha in cases:
+        given_k, given_alpha = k.clone(), alpha.clone()
+        with watch(tensors={"k": given_k, "alpha": given_alpha}) as w, forbid(_SMEAR_TOOLS, *_SMEAR_WHY):
+            got = attempt(lang, my_smear_keys, given_k, given_alpha)
+        keys = tensor(lang, got, tuple(k.shape))
+        if keys.is_complex() or not bool(torch.isfinite(keys).all()):
+            return HINTS(lang, "nan")
+        answers.append(keys)
+        left.append(w.left(lang, HINTS))
+    state = next((f for f in left if f is not None), None)
     if all(close(a, r) for a, r in zip(answers, right)):
-        return correct(
+        done = correct(
             lang,
-            "Una cabeza de inducción perfecta puntúa 1: toda su atención va al token que siguió a las copias "
-            "anteriores del actual.",
-            "A perfect induction head scores 1: all its attention goes to the token that followed the earlier "
-            "copies of the current one.",
+            "Con estas claves, la única capa de un modelo ya puede buscar «la posición cuyo token anterior es el "
+            "mío»: lo que en dos capas hace la cabeza de token anterior.",
+            "With these keys, a model's single layer can already look for “the position whose previous token is "
+            "mine”: what the previous-token head does in two layers.",
         )
-    key = diagnose(answers, by_key([_ind_mistakes(p, P) for p, P in cases]))
+        return state if state is not None else done
+    key = diagnose(answers, by_key([_smear_mistakes(k, alpha) for k, alpha in cases]))
     first = next(i for i, (a, r) in enumerate(zip(answers, right)) if not close(a, r))
-    p, P = cases[first]
-    H, T, _ = p.shape
-    return HINTS(lang, key or "ind_other", H=H, T=T, P=P, n=T - P, got=_shown(lang, answers[first]))
+    k, alpha = cases[first]
+    diff = float((answers[first].double() - right[first]).abs().max())
+    fields = {"H": k.size(1), "shape": tuple(k.shape), "alpha": [round(float(a), 2) for a in alpha], "diff": diff}
+    if key is not None:
+        return HINTS(lang, key, **fields)
+    return state if state is not None else HINTS(lang, "smear_other", **fields)
 
 
 # ---- 13.ablate_head ------------------------------------------------------------------------------
 
 _VOCAB = 16
 
-# (layer, head): each head of each layer, the first one in the second head (where a slice starting at `head`
-# is not the head's).
-_ABL_CASES = [(0, 1), (1, 0), (1, 1), (0, 0)]
+# (layer, head, training): each head of each layer, the first one in the second head (where a slice starting at
+# `head` is not the head's); the model handed over in eval mode and in train mode (a model in the middle of training),
+# so that a mode left changed either way shows.
+_ABL_CASES = [(0, 1, False), (1, 0, True), (1, 1, False), (0, 0, True)]
 
 
 def _tiny_model() -> ModernTransformer:
@@ -754,12 +578,13 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
     each layer of a tiny attention-only model, in order, each case on a model of its own and its expected logits
     on another one that the student's code never touches; the first case the answer gets wrong decides."""
     tokens = _tokens()
-    for layer, head in _ABL_CASES:
+    for layer, head, training in _ABL_CASES:
         want = _reference(_tiny_model(), tokens, layer, head)
-        model = _tiny_model()
-        state = _model_state(model)
-        with forbid(_ABLATE_TOOLS, *_ABLATE_WHY):
-            got = attempt(lang, my_ablate_head, model, tokens.clone(), layer, head)
+        model = _tiny_model().train(training)  # eval or train: either way, the student's code leaves it so
+        given = tokens.clone()
+        with watch(model, tensors={"tokens": given}, changed="abl_not_restored") as left:
+            with forbid(_ABLATE_TOOLS, *_ABLATE_WHY):
+                got = attempt(lang, my_ablate_head, model, given, layer, head)
         logits = tensor(lang, got, tuple(want.shape))
         if logits.is_complex() or not bool(torch.isfinite(logits).all()):
             return HINTS(lang, "nan")
@@ -769,14 +594,10 @@ def check_ablate_head(my_ablate_head: Callable[..., Tensor], lang: str | None = 
             key = diagnose([logits], by_key([_abl_mistakes(_tiny_model(), tokens, layer, head)]))
             if key is not None:
                 return HINTS(lang, key, **fields)
-            left = _left_changed(lang, model, state, "abl_not_restored")
-            if left is not None:
-                return left
             diff = float((logits.detach().cpu().double() - want).abs().max())
-            return HINTS(lang, "abl_other", diff=diff, **fields)
-        left = _left_changed(lang, model, state, "abl_not_restored")
-        if left is not None:
-            return left
+            return left.left(lang, HINTS, HINTS(lang, "abl_other", diff=diff, **fields))
+        if left.left(lang, HINTS) is not None:
+            return left.left(lang, HINTS)
     return correct(
         lang,
         "Comparar estos logits con los del modelo entero dice cuánto aporta esa cabeza.",

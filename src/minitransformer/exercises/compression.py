@@ -1,20 +1,21 @@
-"""Checkers for notebook 12's exercises: a model's loss in bits per byte, the interval narrowing of an
-arithmetic coder, and sampling with the key-value cache.
+"""Checkers for notebook 12's exercises: the interval narrowing of an arithmetic coder, the decoder's step (where
+the value falls, which symbol, the narrowing), and sampling with the key-value cache.
 
 Each checker compares the student's answer with the package's own (computed before the student's code
 runs, the package's own function switched off while it runs), on cases where the usual mistakes give different
-answers (a Spanish text whose characters are not its bytes, products past 2^53 where a float is not exact,
-temperatures and top-p values that change the draws), and names the mistake without writing the code. The
-narrowing is then proved by a round trip: the package's encoder narrows with the student's function and its
-decoder must give the message back. A student's exception becomes a "not yet" that shows the failing line.
-``12.sample_with_cache`` also watches every call of the model (a forward pre-hook): the prompt must go in
-once, then only the new token each step, always into the same cache. The worked solutions are in the answer
-key :mod:`.solutions.nb12`.
+answers (products past 2^53 where a float is not exact, values at the start and the end of a symbol's share,
+symbols with no count, temperatures and top-p values that change the draws), and names the mistake without writing
+the code. The narrowing is then proved by a round trip: the package's encoder narrows with the student's function
+and its decoder must give the message back. A student's exception becomes a "not yet" that shows the failing line.
+``12.sample_with_cache`` also watches every call of the model (its forward, replaced on the model while the
+student's code runs): the prompt must go in once, then only the new token each step, always into the same cache;
+and the model must be left as it was (its mode, dtype, ``requires_grad``), as must PyTorch's global switches. The
+worked solutions are in the answer key :mod:`.solutions.nb12`.
 """
 
 from __future__ import annotations
 
-import math
+import inspect
 import numbers
 import random
 from collections.abc import Callable
@@ -23,12 +24,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import arithmetic_coder, compression
+from .. import arithmetic_coder
 from ..generation import generate
 from ..i18n import tr
 from ..modern import ModernConfig, ModernTransformer
 from ..sampling import next_token_probs, top_p_filter
 from ._core import (
+    STATE_HINTS,
     Feedback,
     Hints,
     attempt,
@@ -39,97 +41,35 @@ from ._core import (
     forbid,
     stop,
     type_name,
+    watch,
 )
 
-__all__ = ["HINTS", "check_bits_per_byte", "check_narrow", "check_sample"]
+__all__ = ["HINTS", "check_narrow", "check_decoder_step", "check_sample"]
 
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
     {
-        "nan": ("el resultado es NaN o infinito.", "the result is NaN or infinite."),
-        "not_a_number": (
-            "devuelve un número (float), no {got}.",
-            "return a number (float), not {got}.",
-        ),
-        "too_large": (
-            "devuelves un entero tan grande que no cabe en un float (Python dice: «{said}»): ¿elevas a una potencia "
-            "o multiplicas donde había que dividir?",
-            'you return an integer too large to fit in a float (Python says: "{said}"): do you raise to a power or '
-            "multiply where you should divide?",
-        ),
-        # ---- 12.bits_per_byte
-        "bpb_times_ln2": (
-            "multiplicas por ln 2 (o divides entre log₂ e), y es al revés: un bit vale ln 2 ≈ 0,693 nats, así que "
-            "los nats se pasan a bits dividiendo entre `math.log(2)`.",
-            "you multiply by ln 2 (or divide by log₂ e), and it is the other way round: one bit is ln 2 ≈ 0.693 "
-            "nats, so nats become bits when divided by `math.log(2)`.",
-        ),
-        "bpb_log10": (
-            "usas el logaritmo en base 10 (`math.log10` o ln 10): los bits son logaritmos en base 2, y la pérdida "
-            "está en nats (base e). Divide entre `math.log(2)`.",
-            "you use the base-10 logarithm (`math.log10` or ln 10): bits are base-2 logarithms, and the loss is in "
-            "nats (base e). Divide by `math.log(2)`.",
-        ),
-        "bpb_nats": (
-            "devuelves nats por byte: falta pasar los nats a bits, dividiendo entre ln 2 (`math.log(2)`).",
-            "you return nats per byte: the nats still have to become bits, divided by ln 2 (`math.log(2)`).",
-        ),
-        "bpb_per_token": (
-            "devuelves una cantidad por token ({got}): la pérdida media es por token, y aquí se pide por byte. "
-            "Multiplica por `n_tokens` para tener los nats de todo el texto y divide entre sus bytes.",
-            "you return an amount per token ({got}): the mean loss is per token, and this asks for it per byte. "
-            "Multiply by `n_tokens` to get the nats of the whole text and divide by its bytes.",
-        ),
-        "bpb_total": (
-            "devuelves los bits de todo el texto ({got}): falta dividir entre su número de bytes.",
-            "you return the bits of the whole text ({got}): it still has to be divided by its number of bytes.",
-        ),
-        "bpb_swapped": (
-            "multiplicas por los bytes y divides entre los tokens: los nats de todo el texto son "
-            "`nats_per_token * n_tokens`, y se reparten entre sus bytes.",
-            "you multiply by the bytes and divide by the tokens: the nats of the whole text are "
-            "`nats_per_token * n_tokens`, shared among its bytes.",
-        ),
-        "bpb_characters": (
-            "divides entre los caracteres del texto (`len(text)` = {chars}), no entre sus bytes: con «{text}» "
-            "son {bytes} bytes en UTF-8, porque letras como «ñ» o «é» ocupan dos. Cuenta "
-            '`len(text.encode("utf-8"))`.',
-            "you divide by the text's characters (`len(text)` = {chars}), not its bytes: “{text}” is {bytes} "
-            "bytes in UTF-8, because letters such as “ñ” or “é” take two. Count "
-            '`len(text.encode("utf-8"))`.',
-        ),
-        "bpb_eight": (
-            "multiplicas o divides entre 8: aquí no hay que pasar de bits a bytes. «Bits por byte» son los bits "
-            "del modelo repartidos entre los bytes del texto; el 8 solo aparece al compararlo con 8 bits por byte "
-            "sin comprimir.",
-            "you multiply or divide by 8: nothing is converted from bits to bytes here. “Bits per byte” are the "
-            "model's bits shared among the text's bytes; the 8 only appears when comparing with 8 bits per byte "
-            "uncompressed.",
-        ),
-        "bpb_rounded": (
-            "el resultado sale redondeado o truncado ({got}): ¿usas `//`, `round` o `int`? Usa la división "
-            "normal, `/`, y no redondees.",
-            "the result comes out rounded or truncated ({got}): do you use `//`, `round` or `int`? Use ordinary "
-            "division, `/`, and do not round.",
-        ),
-        "bpb_other": (
-            "con nats_per_token = {nats}, n_tokens = {tokens} y el texto «{text}» devuelves {got}. Los nats de "
-            "todo el texto son nats_per_token · n_tokens; en bits, ÷ ln 2; por byte, ÷ los bytes UTF-8 del texto.",
-            "with nats_per_token = {nats}, n_tokens = {tokens} and the text “{text}” you return {got}. The nats of "
-            "the whole text are nats_per_token · n_tokens; in bits, ÷ ln 2; per byte, ÷ the text's UTF-8 bytes.",
-        ),
+        **STATE_HINTS,
         # ---- 12.interval_narrowing
         "narrow_pair": (
             "devuelve una pareja de enteros, `(nuevo_low, nuevo_high)`, no {got}.",
             "return a pair of integers, `(new_low, new_high)`, not {got}.",
         ),
         "narrow_float": (
-            "tus extremos, {got}, se desvían de {want}: ¿divides con `/`? Con un intervalo de 2^32 enteros y un total "
-            "de 2^24 los productos pasan de 2^53, donde un float ya no los guarda exactos. Usa la división entera, "
-            "`//`.",
-            "your ends, {got}, are off from {want}: do you divide with `/`? With an interval of 2^32 integers and a "
-            "total of 2^24 the products go past 2^53, where a float no longer holds them exactly. Use integer "
-            "division, `//`.",
+            "tus extremos, {got}, se desvían de {want}: ¿calculas con floats (`/`, o una anchura `float(...)`)? Con "
+            "un intervalo de 2^32 enteros y un total de 2^24 los productos pasan de 2^53, donde un float ya no los "
+            "guarda exactos. Calcula solo con enteros y la división entera, `//`.",
+            "your ends, {got}, are off from {want}: do you compute with floats (`/`, or a `float(...)` width)? With "
+            "an interval of 2^32 integers and a total of 2^24 the products go past 2^53, where a float no longer "
+            "holds them exactly. Compute with integers only and integer division, `//`.",
+        ),
+        "narrow_not_int": (
+            "devuelves decimales ({got}), y los extremos son enteros: ¿pasas algo a float (`float(...)`, `/`) antes "
+            "de dividir? Aunque aquí salgan bien, pasado 2^53 un float ya no guarda los productos exactos y un "
+            "extremo se desvía en uno. Calcula solo con enteros, `//`, y devuelve enteros.",
+            "you return floats ({got}), and the ends are integers: do you turn something into a float (`float(...)`, "
+            "`/`) before dividing? Even where they come out right here, past 2^53 a float no longer holds the "
+            "products exactly and an end is off by one. Compute with integers only, `//`, and return integers.",
         ),
         "narrow_round": (
             "redondeas al entero más cercano (`round`): la parte del símbolo empieza y acaba donde dice el suelo, "
@@ -189,6 +129,81 @@ HINTS = Hints(
             "your ends agree on the test cases, but the message the encoder compresses with your function does not "
             "come back the same: {why}",
         ),
+        # ---- 12.decoder_step
+        "dec_triple": (
+            "devuelve un trío de enteros, `(símbolo, nuevo_low, nuevo_high)`, no {got}.",
+            "return a triple of integers, `(symbol, new_low, new_high)`, not {got}.",
+        ),
+        "dec_target": (
+            "al principio de la parte de un símbolo eliges el anterior: tu `target` se queda uno corto. ¿Lo "
+            "calculas como (value − low) · total // anchura? `value` es el último de los `value − low + 1` primeros "
+            "enteros del intervalo, que en cuentas son (value − low + 1) · total / anchura: resta 1 antes de dividir "
+            "con `//`, y caes en la cuenta que contiene a `value`.",
+            "at the start of a symbol's share you pick the one before it: your `target` is one short. Do you compute "
+            "it as (value − low) · total // width? `value` is the last of the first `value − low + 1` integers of "
+            "the interval, which in counts are (value − low + 1) · total / width: take 1 away before dividing with "
+            "`//`, and you land on the count that holds `value`.",
+        ),
+        "dec_boundary": (
+            "cuando `target` cae justo en el final de la parte de un símbolo (target = stop) eliges ese símbolo, y ese "
+            "punto ya es del siguiente: un símbolo tiene las cuentas [start, stop), sin stop. Compara "
+            "`target < stop`, no `<=` (con `<=` llegas a elegir símbolos de cuenta 0, que no tienen parte).",
+            "when `target` falls exactly at the end of a symbol's share (target = stop) you pick that symbol, and that "
+            "point is already the next one's: a symbol owns the counts [start, stop), stop excluded. Compare "
+            "`target < stop`, not `<=` (with `<=` you even pick symbols whose count is 0, which have no share).",
+        ),
+        "dec_width": (
+            "la anchura del intervalo es `high - low + 1`: los dos extremos están incluidos (con `high - low` "
+            "pierdes un entero, y al final de la parte de un símbolo `target` ya cae en el siguiente).",
+            "the interval's width is `high - low + 1`: both ends are included (with `high - low` you lose one "
+            "integer, and at the end of a symbol's share `target` already falls in the next one).",
+        ),
+        "dec_no_low": (
+            "olvidas restar `low`: `value` se mide desde el principio del intervalo, `value - low`, no desde 0 "
+            "(con low = {low}).",
+            "you forget to subtract `low`: `value` is measured from the start of the interval, `value - low`, not "
+            "from 0 (with low = {low}).",
+        ),
+        "dec_no_scale": (
+            "comparas `value - low` con las cuentas tal cual: `value` vive en el intervalo de {width} enteros y las "
+            "cuentas suman {total}. Pásalo a cuentas: `target` = ((value − low + 1) · total − 1) // anchura.",
+            "you compare `value - low` with the counts as it is: `value` lives in the interval of {width} integers "
+            "and the counts add up to {total}. Bring it to counts: `target` = ((value − low + 1) · total − 1) // "
+            "width.",
+        ),
+        "dec_zero_count": (
+            "eliges el símbolo {symbol}, cuya cuenta es 0: no tiene parte del intervalo y el codificador nunca lo "
+            "escribió. El símbolo es el que cumple start ≤ target < stop, y con cuenta 0 start = stop.",
+            "you pick symbol {symbol}, whose count is 0: it has no share of the interval and the encoder never wrote "
+            "it. The symbol is the one with start ≤ target < stop, and with a count of 0, start = stop.",
+        ),
+        "dec_narrow_neighbour": (
+            "el símbolo es el bueno, pero estrechas con las cuentas de su vecino: estrecha con las del símbolo que "
+            "devuelves, start = suma de las cuentas anteriores, stop = start + su cuenta.",
+            "the symbol is right, but you narrow with its neighbour's counts: narrow with those of the symbol you "
+            "return, start = the sum of the counts before it, stop = start + its count.",
+        ),
+        "dec_narrow_prefix": (
+            "el símbolo es el bueno, pero tu `start` ya incluye su propia cuenta: start es la suma de las cuentas "
+            "*anteriores* al símbolo, `sum(counts[:symbol])`, y stop = start + `counts[symbol]`.",
+            "the symbol is right, but your `start` already includes its own count: start is the sum of the counts "
+            "*before* the symbol, `sum(counts[:symbol])`, and stop = start + `counts[symbol]`.",
+        ),
+        "dec_narrow": (
+            "el símbolo es el bueno en todos los casos, pero el nuevo intervalo no (con low = {low}, high = {high} "
+            "devuelves {got}, y es {want}): estrecha como en el ejercicio 1, con las cuentas [start, stop) del "
+            "símbolo.",
+            "the symbol is right in every case, but the new interval is not (with low = {low}, high = {high} you "
+            "return {got}, and it is {want}): narrow as in exercise 1, with the symbol's counts [start, stop).",
+        ),
+        "dec_other": (
+            "con low = {low}, high = {high}, value = {value} y las cuentas {counts} devuelves {got}, y es {want}. "
+            "Tres pasos: dónde cae `value` en cuentas (`target`), qué símbolo tiene esas cuentas, y el intervalo "
+            "estrechado a su parte.",
+            "with low = {low}, high = {high}, value = {value} and the counts {counts} you return {got}, and it is "
+            "{want}. Three steps: where `value` falls in counts (`target`), which symbol owns those counts, and the "
+            "interval narrowed to its share.",
+        ),
         # ---- 12.sample_with_cache
         "sample_ids": (
             "devuelve una lista de ids (enteros), uno por token nuevo, no {got}.",
@@ -205,10 +220,10 @@ HINTS = Hints(
             "you return {got} ids and {n} are asked for, one per new token.",
         ),
         "sample_not_called": (
-            "el modelo no se llama como `model(tokens, cache=cache)` (¿usas `model.forward` u otra función?): "
-            "llámalo así, para que cada paso use la caché.",
-            "the model is not called as `model(tokens, cache=cache)` (do you use `model.forward` or another "
-            "function?): call it that way, so that each step uses the cache.",
+            "tu función no llama al modelo: cada token sale de los logits que da `model(tokens, cache=cache)` en "
+            "la última posición.",
+            "your function does not call the model: each token comes from the logits `model(tokens, cache=cache)` "
+            "gives at the last position.",
         ),
         "sample_no_cache": (
             "llamas al modelo sin caché (`cache=None` o sin `cache=`), y cada paso recalcula toda la secuencia. "
@@ -318,128 +333,6 @@ HINTS = Hints(
 )
 
 
-def _number(lang: str, got: Any) -> float:
-    """The answer as a finite float; anything else stops the check with its hint."""
-    if isinstance(got, Tensor) and got.numel() == 1 and not got.is_complex() and got.dtype != torch.bool:
-        got = got.item()
-    if isinstance(got, bool) or not isinstance(got, numbers.Real):
-        raise stop(HINTS(lang, "not_a_number", got=type_name(got)))
-    try:
-        got = float(got)
-    except OverflowError as exc:  # an integer beyond a float's range: Python's words, quoted as Python's
-        raise stop(HINTS(lang, "too_large", said=str(exc))) from None
-    if not math.isfinite(got):
-        raise stop(HINTS(lang, "nan"))
-    return got
-
-
-def _same(a: float, b: float | None) -> bool:
-    return b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
-
-
-def _short(text: str, size: int = 40) -> str:
-    return text if len(text) <= size else text[: size - 1] + "…"
-
-
-# ---- 12.bits_per_byte ----------------------------------------------------------------------------
-
-# (nats_per_token, n_tokens, text): an English text first (its characters are its bytes), then Spanish ones
-# where they are not («ñ», «é», «ü», «¿», «—»), with fewer tokens than bytes and non-integer answers.
-_BPB_FIXED = [
-    (3.17, 11, "The cat sat on the mat, and then it slept."),
-    (2.71, 14, "El niño soñó que la cigüeña volaba sobre el año."),
-    (4.05, 12, "¿Qué pasó? «Mañana» — dijo él, sin más."),
-]
-_BPB_WORDS = "año niño señal código máquina pérdida atención byte token modelo texto bits the of model text".split()
-
-
-def _bpb_drawn(n: int = 3) -> list[tuple[float, int, str]]:
-    """More cases, drawn from a fixed seed (the same every run, so the stored feedback is too) and written nowhere
-    a student can copy them from: a table of the statement's cases does not pass."""
-    rng = random.Random(2012)
-    cases = []
-    for _ in range(n):
-        text = " ".join(rng.choice(_BPB_WORDS) for _ in range(rng.randint(6, 12)))
-        cases.append((round(rng.uniform(1.5, 5.0), 3), rng.randint(3, len(text) // 3), text))
-    return cases
-
-
-_BPB_CASES = _BPB_FIXED + _bpb_drawn()
-_BPB_TOOLS = (("minitransformer.compression.bits_per_byte", "compression.bits_per_byte"),)
-_BPB_WHY = (
-    "escribe tú la cuenta: es lo que el ejercicio practica.",
-    "write the sum yourself: it is what the exercise practises.",
-)
-
-
-def _bpb(nats: float, tokens: int, text: str) -> float:
-    return compression.bits_per_byte(nats * tokens, len(text.encode("utf-8")))
-
-
-def _bpb_mistakes(nats: float, tokens: int, text: str) -> list[tuple[str, float | None]]:
-    """What each typical mistake gives on one case; two ways to make one mistake share its key. A mistake whose
-    program is right on a case gives the right answer there."""
-    B, C, right = len(text.encode("utf-8")), len(text), _bpb(nats, tokens, text)
-    ln2, ln10 = math.log(2), math.log(10)
-    return [
-        ("bpb_times_ln2", nats * tokens * ln2 / B),
-        ("bpb_log10", nats * tokens / ln10 / B),
-        ("bpb_log10", nats * tokens / math.log10(2) / B),
-        ("bpb_nats", nats * tokens / B),
-        ("bpb_per_token", nats / ln2),
-        ("bpb_per_token", nats),
-        ("bpb_total", nats * tokens / ln2),
-        ("bpb_total", nats * tokens),
-        ("bpb_swapped", nats * B / tokens / ln2),
-        ("bpb_characters", nats * tokens / ln2 / C),  # right where characters are bytes
-        ("bpb_eight", right / 8),
-        ("bpb_eight", right * 8),
-        ("bpb_rounded", float(round(right))),
-        ("bpb_rounded", float(math.floor(right))),
-        ("bpb_rounded", round(right, 1)),
-        ("bpb_rounded", round(right, 2)),
-        ("bpb_rounded", round(right, 3)),  # the statement's own example is written to 3 decimals
-        ("bpb_rounded", round(right, 4)),
-        ("bpb_rounded", (nats * tokens // B) / ln2),
-        ("bpb_rounded", nats * (tokens // B) / ln2),
-    ]
-
-
-@exercise("12.bits_per_byte")
-def check_bits_per_byte(bits_per_byte: Callable[[float, int, str], float], lang: str | None = None) -> Feedback:
-    """Check ``bits_per_byte(nats_per_token, n_tokens, text)`` -> the model's bits per UTF-8 byte of ``text``:
-    nats_per_token · n_tokens / ln 2 / len(text.encode("utf-8")).
-
-    The text, not its byte count, is passed, so that counting characters instead of bytes is a mistake the
-    student can make, and the checker can name. Every case is run; a mistake is named when it explains every
-    case, and the hint quotes the first case the answer gets wrong.
-    """
-    right = [_bpb(*case) for case in _BPB_CASES]  # before the student's code runs: the package's own sum
-    with forbid(_BPB_TOOLS, *_BPB_WHY):
-        got = [attempt(lang, bits_per_byte, *case) for case in _BPB_CASES]
-    answers = [_number(lang, g) for g in got]
-    if not all(_same(got, want) for got, want in zip(answers, right)):
-        key = diagnose(answers, by_key([_bpb_mistakes(*case) for case in _BPB_CASES]), same=_same)
-        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if not _same(got, want))
-        if key == "bpb_characters":  # named where characters are not bytes
-            first = next(i for i, (_, _, text) in enumerate(_BPB_CASES) if len(text) != len(text.encode("utf-8")))
-        nats, tokens, text = _BPB_CASES[first]
-        fields = {
-            "got": answers[first],
-            "text": _short(text),
-            "chars": len(text),
-            "bytes": len(text.encode("utf-8")),
-            "nats": nats,
-            "tokens": tokens,
-        }
-        return HINTS(lang, key or "bpb_other", **fields)
-    return correct(
-        lang,
-        "Con bits por byte puedes comparar modelos con tokenizadores distintos, y con gzip, bz2 y xz.",
-        "With bits per byte you can compare models with different tokenizers, and with gzip, bz2 and xz.",
-    )
-
-
 # ---- 12.interval_narrowing -----------------------------------------------------------------------
 
 _WHOLE = 1 << arithmetic_coder.CODER_BITS
@@ -453,6 +346,10 @@ _NARROW_CASES = [
     (2_147_483_000, 4_294_000_000, 9, 13, 13),
     (249_024_353, 4_107_933_480, 4_718_221, 14_154_663, 16_777_213),
     (7, _WHOLE - 5, 12_345_671, 12_345_672, 1 << 24),
+    # width · start ≡ 1 (mod total), and width · stop ≡ 1: a product rounded to a float, even with `//` after it,
+    # falls below the multiple of total it passes, and an end is off by one
+    (475_037_531, 3_819_929_764, 9_000_001, 9_000_008, 16_777_213),
+    (355_140_135, 3_584_687_025, 12_995_680, 13_000_001, 16_776_215),
 ]
 
 
@@ -463,6 +360,8 @@ def _narrow_mistakes(low: int, high: int, start: int, stop: int, total: int) -> 
     return [
         ("narrow_float", (int(low + width * start / total), int(low + width * stop / total) - 1)),
         ("narrow_float", (low + int(width * start / total), low + int(width * stop / total) - 1)),
+        ("narrow_float", (low + float(width) * start // total, low + float(width) * stop // total - 1)),
+        ("narrow_float", (int(low + float(width) * start // total), int(low + float(width) * stop // total - 1))),
         ("narrow_round", (low + round(width * start / total), low + round(width * stop / total) - 1)),
         ("narrow_no_low", (width * start // total, width * stop // total - 1)),
         ("narrow_width", (low + (width - 1) * start // total, low + (width - 1) * stop // total - 1)),
@@ -492,6 +391,11 @@ def _pair(lang: str, got: Any) -> tuple[int, int] | tuple[float, float]:
     return tuple(pair)
 
 
+def _has_float(pair: tuple) -> bool:
+    """An end that is not an integer: exact past 2^53 only by luck."""
+    return any(not isinstance(x, numbers.Integral) for x in pair)
+
+
 def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
     """Compress a message with the package's encoder narrowing with ``narrow``, decode it with the package's
     decoder: None when it comes back, else why not. Every interval ``narrow`` gives is checked first (a wrong one
@@ -499,9 +403,11 @@ def _round_trip(lang: str, narrow: Callable[..., Any]) -> str | None:
 
     def checked(*case: int) -> tuple[int, int]:  # (low, high, start, stop, total)
         want = arithmetic_coder.narrow(*case)
-        with forbid(_NARROW_TOOLS, *_NARROW_WHY):
+        with watch() as left, forbid(_NARROW_TOOLS, *_NARROW_WHY):
             got = _pair(lang, attempt(lang, narrow, *case))
-        if got != want:
+        if left.left(lang, HINTS) is not None:
+            raise stop(left.left(lang, HINTS))
+        if got != want or _has_float(got):
             low, high, start, end, total = case
             raise stop(
                 HINTS(lang, "narrow_other", low=low, high=high, start=start, stop=end, total=total, got=got, want=want)
@@ -548,17 +454,19 @@ def check_narrow(narrow: Callable[[int, int, int, int, int], tuple[int, int]], l
     and the package's decoder must give it back.
     """
     right = [arithmetic_coder.narrow(*case) for case in _NARROW_CASES]  # before the student's code runs
-    with forbid(_NARROW_TOOLS, *_NARROW_WHY):
+    with watch() as left, forbid(_NARROW_TOOLS, *_NARROW_WHY):
         answers = [_pair(lang, attempt(lang, narrow, *case)) for case in _NARROW_CASES]
-    if answers != right:
+    if answers != right or any(_has_float(pair) for pair in answers):
         bank = by_key([_narrow_mistakes(*case) for case in _NARROW_CASES])
         key = diagnose(answers, bank, same=lambda a, b: tuple(a) == tuple(b))
-        if key is None and any(isinstance(x, float) for pair in answers for x in pair):
-            key = "narrow_float"
-        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if got != want)
+        if key is None and any(_has_float(pair) for pair in answers):
+            key = "narrow_float" if answers != right else "narrow_not_int"
+        first = next(i for i, (got, want) in enumerate(zip(answers, right)) if got != want or _has_float(got))
         low, high, start, stop_, total = _NARROW_CASES[first]
         fields = {"low": low, "high": high, "start": start, "stop": stop_, "total": total}
         return HINTS(lang, key or "narrow_other", got=answers[first], want=right[first], **fields)
+    if left.left(lang, HINTS) is not None:
+        return left.left(lang, HINTS)
     why = _round_trip(lang, narrow)
     if why is not None:
         return HINTS(lang, "narrow_round_trip", why=why)
@@ -569,6 +477,167 @@ def check_narrow(narrow: Callable[[int, int, int, int, int], tuple[int, int]], l
         "The package's encoder, narrowing with your function, compressed 300 symbols and its decoder gave them "
         "back: the same narrowing, integer for integer, on both sides.",
     )
+
+
+# ---- 12.decoder_step -----------------------------------------------------------------------------
+
+
+def _decoded(low: int, high: int, value: int, counts: list[int]) -> tuple[int, int, int]:
+    """The package's decoder, one step: ``ArithmeticDecoder.target``, the symbol whose counts hold it (as
+    ``arithmetic_coder.decode`` finds it) and ``narrow``."""
+    decoder = arithmetic_coder.ArithmeticDecoder.__new__(arithmetic_coder.ArithmeticDecoder)  # its state, not its bits
+    decoder.low, decoder.high, decoder.value = low, high, value
+    cumulative = torch.tensor(counts).cumsum(0)
+    total = int(cumulative[-1])
+    symbol = int(torch.searchsorted(cumulative, decoder.target(total), right=True))
+    stop = int(cumulative[symbol])
+    return (symbol, *arithmetic_coder.narrow(low, high, stop - counts[symbol], stop, total))
+
+
+def _dec_cases() -> list[tuple[int, int, int, list[int]]]:
+    """(low, high, value, counts): the whole interval and narrow ones (just over a quarter of 2^32), the value at the
+    start of a symbol's share, at its end, inside it, at high (the last symbol); zero counts before, between and after
+    the symbol (a symbol with no share); a row of the notebook's size (V = 50, total 2^24)."""
+    W = _WHOLE
+    quarter = W // 4
+    row = arithmetic_coder.frequencies(
+        torch.softmax(torch.randn(50, generator=torch.Generator().manual_seed(12)) * 3, -1)
+    )
+    big = row.tolist()
+    specs = [
+        (0, W - 1, [6, 3, 1], "start", 1),  # section 6's toy model
+        (1_000_003, 1_000_003 + quarter + 12_345, [5, 0, 7, 2, 0, 9], "start", 2),  # a zero count just before
+        (2_000_000_000, 2_000_000_000 + quarter + 777, [3, 8, 0, 0, 4, 1], "end", 1),  # zero counts just after
+        (123_456_789, 3_210_987_654, big, "inside", int(row.argmax())),
+        (0, W - 1, [0, 0, 4, 4, 0], "start", 2),  # value = low, the first symbols empty
+        (7_777_777, 7_777_777 + 2 * quarter + 3, [1, 2, 3, 4, 5, 6, 0], "high", 5),  # value = high: the last symbol
+        (3 * quarter - 5, W - 2, [2, 9, 1, 1, 7], "end", 2),  # a one-count symbol, at the end of its share
+        (400_000_001, 400_000_001 + quarter + 1, big, "start", 7),  # the narrowest interval, a big total
+    ]
+    cases = []
+    for low, high, counts, where, s in specs:
+        start = sum(counts[:s])
+        first, last = arithmetic_coder.narrow(low, high, start, start + counts[s], sum(counts))
+        value = {"start": first, "end": last, "inside": (first + last) // 2, "high": high}[where]
+        cases.append((low, high, value, counts))
+    return cases
+
+
+_DEC_CASES = _dec_cases()
+
+
+def _dec_by_hand(
+    low: int,
+    high: int,
+    value: int,
+    counts: list[int],
+    *,
+    target_of: Callable[[int, int, int, int], int] | None = None,
+    at_or_before: bool = False,
+    width_less_one: bool = False,
+    narrow_with: int = 0,
+    prefix: bool = False,
+) -> tuple[int, int, int]:
+    """A decoder's step as a student would write it, with one thing changed: how the target is computed, ``<=``
+    at a boundary, a width of ``high - low``, narrowing with a neighbour's counts or a start that includes the
+    symbol's own count. Without changes: the package's step."""
+    total = sum(counts)
+    width = high - low + (0 if width_less_one else 1)
+    target = ((value - low + 1) * total - 1) // width if target_of is None else target_of(low, value, width, total)
+    cum, symbol = 0, len(counts) - 1  # a loop that finds nothing ends on the last symbol
+    for s, c in enumerate(counts):
+        if (target <= cum + c) if at_or_before else (target < cum + c):
+            symbol = s
+            break
+        cum += c
+    s = min(max(symbol + narrow_with, 0), len(counts) - 1)
+    start = sum(counts[: s + 1]) if prefix else sum(counts[:s])
+    stop = start + counts[s]
+    return (symbol, low + width * start // total, low + width * stop // total - 1)
+
+
+def _dec_mistakes(low: int, high: int, value: int, counts: list[int]) -> list[tuple[str, Any]]:
+    """What each typical mistake gives on one case; two ways to make one mistake share its key."""
+    case = (low, high, value, counts)
+    return [
+        ("dec_target", _dec_by_hand(*case, target_of=lambda lo, v, w, t: (v - lo) * t // w)),
+        ("dec_boundary", _dec_by_hand(*case, at_or_before=True)),
+        ("dec_width", _dec_by_hand(*case, width_less_one=True)),
+        ("dec_no_low", _dec_by_hand(*case, target_of=lambda lo, v, w, t: ((v + 1) * t - 1) // w)),
+        ("dec_no_scale", _dec_by_hand(*case, target_of=lambda lo, v, w, t: v - lo)),
+        ("dec_narrow_neighbour", _dec_by_hand(*case, narrow_with=1)),
+        ("dec_narrow_neighbour", _dec_by_hand(*case, narrow_with=-1)),
+        ("dec_narrow_prefix", _dec_by_hand(*case, prefix=True)),
+    ]
+
+
+def _triple(lang: str, got: Any) -> tuple[int, ...]:
+    """The answer as (symbol, new_low, new_high), ints; anything else stops the check with its hint."""
+    if isinstance(got, Tensor):
+        got = got.tolist()
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        raise stop(HINTS(lang, "dec_triple", got=type_name(got)))
+    out = []
+    for x in got:
+        if isinstance(x, Tensor) and x.numel() == 1 and not x.is_floating_point() and x.dtype != torch.bool:
+            x = x.item()
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise stop(HINTS(lang, "dec_triple", got=f"{type_name(got)} ({type_name(x)}, …)"))
+        out.append(int(x))
+    return tuple(out)
+
+
+_DEC_TOOLS = (
+    ("minitransformer.arithmetic_coder.ArithmeticDecoder.target", "ArithmeticDecoder.target"),
+    ("minitransformer.arithmetic_coder.ArithmeticDecoder.decode", "ArithmeticDecoder.decode"),
+    ("minitransformer.arithmetic_coder.decode", "arithmetic_coder.decode"),
+    ("minitransformer.exercises.compression._decoded", "_decoded"),
+    ("minitransformer.exercises.compression._dec_by_hand", "_dec_by_hand"),
+)
+_DEC_WHY = (
+    "escribe tú el paso del decodificador (dónde cae `value`, qué símbolo, el estrechamiento); `narrow` o tu "
+    "`narrow_interval` del ejercicio 1 sí valen para estrechar.",
+    "write the decoder's step yourself (where `value` falls, which symbol, the narrowing); `narrow` or your "
+    "`narrow_interval` from exercise 1 are fine for narrowing.",
+)
+
+
+@exercise("12.decoder_step")
+def check_decoder_step(decoder_step: Callable[..., Any], lang: str | None = None) -> Feedback:
+    """Check ``decoder_step(low, high, value, counts)`` -> ``(symbol, new_low, new_high)``: the symbol whose share of
+    [low, high] holds ``value`` (the one whose counts [start, stop) hold the target, in counts out of the total)
+    and the interval narrowed to that share, as the package's ``ArithmeticDecoder`` and ``narrow`` give them
+    (its ``target`` and ``decode`` switched off while the student's function runs). Every case is run first; a
+    mistake is named when it explains every case."""
+    right = [_decoded(*case) for case in _DEC_CASES]  # before the student's code runs
+    answers = []
+    with watch() as left, forbid(_DEC_TOOLS, *_DEC_WHY):
+        for low, high, value, counts in _DEC_CASES:
+            answers.append(_triple(lang, attempt(lang, decoder_step, low, high, value, list(counts))))
+    if answers == right:
+        done = correct(
+            lang,
+            "Es lo que hace el decodificador del paquete con cada símbolo: con el mismo estrechamiento en los dos "
+            "lados, sigue al codificador entero a entero.",
+            "It is what the package's decoder does with each symbol: with the same narrowing on both sides, it "
+            "follows the encoder integer for integer.",
+        )
+        return left.left(lang, HINTS, done)
+    key = diagnose(answers, by_key([_dec_mistakes(*case) for case in _DEC_CASES]), same=lambda a, b: a == b)
+    first = next(i for i, (got, want) in enumerate(zip(answers, right)) if got != want)
+    low, high, value, counts = _DEC_CASES[first]
+    shown = counts if len(counts) <= 8 else f"[{', '.join(map(str, counts[:6]))}, … ({len(counts)})]"
+    fields = {"low": low, "high": high, "value": value, "counts": shown, "got": answers[first], "want": right[first]}
+    fields |= {"width": high - low + 1, "total": sum(counts)}
+    if key is None:
+        empty = next(
+            ((a[0], c) for a, (*_, c) in zip(answers, _DEC_CASES) if 0 <= a[0] < len(c) and c[a[0]] == 0), None
+        )
+        if empty is not None:
+            return HINTS(lang, "dec_zero_count", symbol=empty[0])
+        if all(a[0] == r[0] for a, r in zip(answers, right)):
+            key = "dec_narrow"
+    return HINTS(lang, key or "dec_other", **fields)
 
 
 # ---- 12.sample_with_cache ------------------------------------------------------------------------
@@ -714,6 +783,28 @@ def _check_calls(lang: str, calls: list[tuple[Any, Any, int | None]], prompt: li
         raise stop(HINTS(lang, "sample_fed_other", step=step + 2, fed=fed[step], sampled=ids[step]))
 
 
+_FORWARD = inspect.signature(ModernTransformer.forward)
+
+
+def _recording(model: ModernTransformer, calls: list[tuple[Any, Any, int | None]]) -> Callable[..., Any]:
+    """The model's own forward, recording each call's (tokens, cache, the cache's length before the call) in
+    ``calls``: set on the model itself, so that a call through ``model(...)`` and one through ``model.forward(...)``
+    are both seen."""
+    forward = type(model).forward.__get__(model)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            given = _FORWARD.bind(model, *args, **kwargs).arguments
+        except TypeError:  # the model's own call raises it, with Python's words
+            given = {}
+        tokens, cache = given.get("tokens"), given.get("cache")
+        tokens = tokens.detach().clone() if isinstance(tokens, Tensor) else tokens
+        calls.append((tokens, cache, len(cache) if cache is not None else None))
+        return forward(*args, **kwargs)
+
+    return recorded
+
+
 # generate (and the checker's own loop) are wrapped by torch.no_grad: their inner functions are switched off, so
 # every reference to them is.
 _SAMPLE_TOOLS = (
@@ -733,35 +824,32 @@ def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> F
     ``generate(model, torch.tensor([prompt_ids]), n_new, temperature=..., top_p=..., generator=...)`` from the
     same generator state, drawn with the cache: the prompt once, then one new token per call.
 
-    A forward pre-hook on the model records each call; the cases run in order, and the first one the answer
-    gets wrong decides.
+    The model's forward, replaced on the model itself while the student's function runs, records each call (through
+    ``model(...)`` or ``model.forward(...)``); the model and PyTorch's global switches must be left as they were
+    (:func:`~._core.watch`). The cases run in order, and the first one the answer gets wrong decides.
     """
-    models = {flat: _tiny_model(flat) for flat in (False, True)}
+    # the flat model handed over in train mode (a model in the middle of training): a mode left changed shows
+    models = {flat: _tiny_model(flat).train(flat) for flat in (False, True)}
     for prompt, n, t, p, seed, flat in _SAMPLE_CASES:
         model = models[flat]
         want = _reference(model, prompt, n, t, p, seed)
         calls: list[tuple[Any, Any, int | None]] = []
-
-        def record(module: Any, args: tuple, kwargs: dict, calls: list = calls) -> None:
-            tokens = args[0] if args else kwargs.get("tokens")
-            cache = kwargs.get("cache", args[4] if len(args) > 4 else None)
-            tokens = tokens.detach().clone() if isinstance(tokens, Tensor) else tokens
-            calls.append((tokens, cache, len(cache) if cache is not None else None))
-
         generator = torch.Generator().manual_seed(seed)
         before = generator.get_state().clone()
-        handle = model.register_forward_pre_hook(record, with_kwargs=True)
         prompt_ids = list(prompt)  # the caller's list: it must be left as it was
+        model.forward = _recording(model, calls)  # `model(...)` and `model.forward(...)` both go through it
         try:
-            with forbid(_SAMPLE_TOOLS, *_SAMPLE_WHY):
+            with watch(model) as left, forbid(_SAMPLE_TOOLS, *_SAMPLE_WHY):
                 got = attempt(lang, sample, model, prompt_ids, n, t, p, generator)
         finally:
-            handle.remove()
+            del model.forward
         if prompt_ids != prompt:
             return HINTS(lang, "sample_prompt_changed")
         ids = _ids(lang, got, prompt, n)
         _check_calls(lang, calls, prompt, ids)
         if ids == want:
+            if left.left(lang, HINTS) is not None:
+                return left.left(lang, HINTS)
             continue
         key = diagnose(  # the mistakes drawn by a model the student's code never touched
             [ids],
@@ -770,6 +858,8 @@ def check_sample(sample: Callable[..., list[int]], lang: str | None = None) -> F
         )
         if key is None and torch.equal(before, generator.get_state()):
             key = "sample_generator"
+        if key is None and left.left(lang, HINTS) is not None:
+            return left.left(lang, HINTS)
         return HINTS(lang, key or "sample_other", prompt=prompt, temperature=t, top_p=p, got=ids, want=want)
     return correct(
         lang,

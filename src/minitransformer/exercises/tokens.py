@@ -26,6 +26,7 @@ from typing import Any
 
 from ..tokenizer import BYTE_ID, ByteBPE, merge, train_bpe, viterbi_split
 from ._core import (
+    STATE_HINTS,
     Feedback,
     Hints,
     Unfinished,
@@ -36,6 +37,7 @@ from ._core import (
     forbid,
     stop,
     type_name,
+    watch,
 )
 
 __all__ = [
@@ -51,6 +53,7 @@ Merges = list[tuple[tuple[int, int], int]]
 # Every hint these checkers give, (Spanish, English), by key.
 HINTS = Hints(
     {
+        **STATE_HINTS,
         "stream_one_text": (
             "devuelves un solo texto ({got}): devuelve una lista de textos, uno por token y uno más al final, con "
             "lo que quede guardado.",
@@ -239,12 +242,14 @@ HINTS = Hints(
             "0, probability 1, with `log_prob.get(piece, 0)`? A piece that is not there cannot be used: skip it.",
         ),
         "misses_end": (
-            "devuelves el texto entero como un solo trozo ({got} con {text}): ¿llega tu bucle a la última posición, "
-            "i = len(text)? Con range(1, len(text)) se queda a una, y la partición de todo el texto nunca se "
-            "calcula.",
-            "you return the whole text as one piece ({got} with {text}): does your loop reach the last position, "
-            "i = len(text)? With range(1, len(text)) it stops one short, and the split of the whole text is never "
-            "computed.",
+            "devuelves el texto entero como un solo trozo ({got} con {text}): la mejor puntuación del texto entero, "
+            "best[len(text)], no llega a calcularse. Puede ser por dos cosas: que tu bucle no llegue a la última "
+            "posición, i = len(text) (con range(1, len(text)) se queda a una), o que best[0], la puntuación del "
+            "texto vacío, no empiece en 0 (con −inf, ninguna suma best[j] + log_prob supera a −inf y nada cambia).",
+            "you return the whole text as one piece ({got} with {text}): the best score of the whole text, "
+            "best[len(text)], is never computed. It can be one of two things: your loop does not reach the last "
+            "position, i = len(text) (with range(1, len(text)) it stops one short), or best[0], the empty text's "
+            "score, does not start at 0 (with −inf, no sum best[j] + log_prob beats −inf and nothing changes).",
         ),
         "short_pieces": (
             "no pruebas los trozos largos: con {text}, la partición más probable, {want}, usa {piece}, de {n} "
@@ -323,6 +328,20 @@ HINTS = Hints(
             "orden de las fusiones, la aprendida antes primero (con {word_es}).",
             "you choose what to merge by position (the leftmost pair or the longest token): BPE chooses by the "
             "order of the merges, the one learned first goes first (with {word_en}).",
+        ),
+        "by_frequency": (
+            "eliges qué fusionar por lo a menudo que aparece el par en el texto, como al entrenar: al codificar se "
+            "elige por el orden de las fusiones, la aprendida antes primero, aparezca su par una vez o muchas (con "
+            "{word_es}).",
+            "you choose what to merge by how often the pair appears in the text, as training does: encoding chooses "
+            "by the order of the merges, the one learned first goes first, whether its pair appears once or many "
+            "times (with {word_en}).",
+        ),
+        "by_new_id": (
+            "eliges qué fusionar por el `new_id` (el menor primero): el orden es el de la lista, el rango en que se "
+            "aprendieron, y los `new_id` no tienen por qué ir en ese orden (con {word_es}, las fusiones {merges}).",
+            "you choose what to merge by its `new_id` (the smallest first): the order is the list's, the rank in "
+            "which they were learned, and the `new_id`s need not follow it (with {word_en}, the merges {merges}).",
         ),
         "encode_first_only": (
             "cada fusión debe aplicarse a todas las apariciones de su par, no solo a la primera (con {word_es}).",
@@ -421,8 +440,10 @@ def _call(lang: str, fn: Callable[..., Any], args: dict[str, Any], why: tuple[st
     """The student's ``fn`` on fresh copies of ``args`` (name -> value), with the forbidden tools (and ``more``)
     switched off; a list it changes stops the check with the ``mutates`` hint."""
     copies = {name: _fresh(value) for name, value in args.items()}
-    with forbid(_tools() + more, *why):
+    with watch() as left, forbid(_tools() + more, *why):
         got = attempt(lang, fn, *copies.values())
+    if left.left(lang, HINTS) is not None:  # PyTorch's global switches, left changed
+        raise stop(left.left(lang, HINTS))
     for name, before in args.items():
         after = copies[name]
         if repr(after) != repr(before):  # repr: whatever the student put in it, never an error
@@ -657,6 +678,18 @@ _STREAM_TOOLS = (
     ("codecs.getincrementaldecoder", "codecs.getincrementaldecoder"),
     ("codecs.iterdecode", "codecs.iterdecode"),
     ("codecs.utf_8_decode", "codecs.utf_8_decode"),
+    ("_codecs.utf_8_decode", "codecs.utf_8_decode"),
+    # the other roads to it: codecs.lookup("utf-8").incrementaldecoder, the codec's classes themselves, a
+    # StreamReader, io.TextIOWrapper (which decodes with it); the names only, not the classes, which Python's own
+    # reading of source files (a traceback's lines) needs while the student's code runs
+    ("codecs.lookup", "codecs.lookup"),
+    ("codecs.getreader", "codecs.getreader"),
+    ("codecs.StreamReader", "codecs.StreamReader"),
+    ("codecs.BufferedIncrementalDecoder", "codecs.BufferedIncrementalDecoder"),
+    ("encodings.utf_8.IncrementalDecoder", "encodings.utf_8.IncrementalDecoder"),
+    ("encodings.utf_8.StreamReader", "encodings.utf_8.StreamReader"),
+    ("io.TextIOWrapper", "io.TextIOWrapper"),
+    ("_io.TextIOWrapper", "io.TextIOWrapper"),
     ("minitransformer.tokenizer.ByteBPE.stream_decoder", "stream_decoder"),
     ("minitransformer.tokenizer.StreamDecoder.__init__", "StreamDecoder"),
     ("minitransformer.tokenizer.StreamDecoder.feed", "StreamDecoder"),
@@ -664,10 +697,12 @@ _STREAM_TOOLS = (
 )
 
 _STREAM_WHY = (
-    "sigue tú la regla del byte inicial, sin el decodificador incremental de `codecs` ni el tokenizador del paquete "
-    "(`stream_decoder`, `ByteBPE`); `bytes.decode` sí vale.",
-    "follow the lead-byte rule yourself, without `codecs`' incremental decoder or the package's tokenizer "
-    "(`stream_decoder`, `ByteBPE`); `bytes.decode` is fine.",
+    "sigue tú la regla del byte inicial, sin el decodificador incremental de `codecs` (por ningún camino: "
+    "`codecs.lookup`, `codecs.getreader`, `io.TextIOWrapper`) ni el tokenizador del paquete (`stream_decoder`, "
+    "`ByteBPE`); `bytes.decode` sí vale.",
+    "follow the lead-byte rule yourself, without `codecs`' incremental decoder (by any road: `codecs.lookup`, "
+    "`codecs.getreader`, `io.TextIOWrapper`) or the package's tokenizer (`stream_decoder`, `ByteBPE`); "
+    "`bytes.decode` is fine.",
 )
 
 
@@ -1042,6 +1077,10 @@ def _encode_cases() -> list[tuple[str, Merges]]:
         # ids given, not numbered in order: 700 before 301, and a later merge refers to 700
         ("abc", [((a, b), 700), ((700, c), 301)]),
         ("ababx", [((a, b), 999), ((999, 999), 500)]),
+        # two merges compete, the one learned first with the larger id: the rank, not the id, decides
+        ("abc", [((b, c), 900), ((a, b), 300)]),
+        # the pair learned last appears twice: the rank, not the count, decides (and not the position either)
+        ("bcabc", [((c, a), 256), ((a, b), 257), ((b, c), 258)]),
         (unicodedata.normalize("NFD", " año"), learned),  # a decomposed accent: n + ◌̃, other bytes than ñ
         ("El", learned),  # a capital: other bytes than «el»
         (" Año", learned),
@@ -1058,6 +1097,25 @@ def _by_position(word: str, merges: Merges) -> Ids:
                 break
         else:
             return ids
+
+
+def _most_frequent_first(word: str, merges: Merges) -> Ids:
+    """At each step the pair with a merge that appears most often in the ids (ties: the leftmost), every occurrence
+    merged: how training picks pairs, used to encode."""
+    ids, table = _byte_ids(word), dict(merges)
+    while present := [p for p in zip(ids, ids[1:]) if p in table]:
+        pair = max(present, key=present.count)  # the first of the most frequent: the leftmost
+        ids = merge(ids, pair, table[pair])
+    return ids
+
+
+def _smallest_id_first(word: str, merges: Merges) -> Ids:
+    """At each step the pair of the merge with the smallest new id (as if ids were ranks)."""
+    ids, table = _byte_ids(word), dict(merges)
+    while present := [p for p in zip(ids, ids[1:]) if p in table]:
+        pair = min(present, key=table.get)
+        ids = merge(ids, pair, table[pair])
+    return ids
 
 
 def _latest_first(word: str, merges: Merges) -> Ids:
@@ -1087,6 +1145,8 @@ _ENCODE_MISTAKES: list[tuple[Callable[[str, Merges], Ids | None], str]] = [
     (lambda word, merges: _apply(list(word.encode("utf-8")), merges), "raw_bytes"),
     (lambda word, merges: _byte_ids(word), "unmerged"),
     (_by_position, "by_position"),
+    (_most_frequent_first, "by_frequency"),
+    (_smallest_id_first, "by_new_id"),
     (lambda word, merges: _apply(_byte_ids(word), merges[::-1]), "reverse_order"),
     (_latest_first, "reverse_order"),
     (lambda word, merges: _apply(_byte_ids(word), merges, _first_only), "encode_first_only"),

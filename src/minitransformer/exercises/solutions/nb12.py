@@ -1,31 +1,13 @@
 """The answer key of notebook 12, in notebook order:
-``12.bits_per_byte``, ``12.interval_narrowing``, ``12.sample_with_cache``.
+``12.interval_narrowing``, ``12.decoder_step``, ``12.sample_with_cache``.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 
 from ...sampling import sample_next_token
 from ..registry import solution
-
-
-@solution(
-    "12.bits_per_byte",
-    "La pérdida media por token por el número de tokens da los nats de todo el texto; entre ln 2, sus bits (un "
-    "bit son ln 2 ≈ 0,693 nats); entre los bytes UTF-8 del texto, los bits por byte. Los bytes se cuentan con "
-    '`len(text.encode("utf-8"))`, no con `len(text)`: en español, «ñ» o «é» son un carácter y dos bytes.',
-    "The mean loss per token times the number of tokens gives the nats of the whole text; divided by ln 2, its "
-    "bits (one bit is ln 2 ≈ 0.693 nats); divided by the text's UTF-8 bytes, the bits per byte. The bytes are "
-    'counted with `len(text.encode("utf-8"))`, not `len(text)`: in Spanish, “ñ” or “é” are one character and two '
-    "bytes.",
-)
-def solution_bits_per_byte(nats_per_token, n_tokens, text):
-    total_nats = nats_per_token * n_tokens  # «los nats de todo el texto|the nats of the whole text»
-    n_bytes = len(text.encode("utf-8"))  # «bytes, no caracteres|bytes, not characters»
-    return total_nats / math.log(2) / n_bytes
 
 
 @solution(
@@ -46,6 +28,33 @@ def solution_narrow_interval(low, high, start, stop, total):
     new_low = low + width * start // total
     new_high = low + width * stop // total - 1  # «desde el low de antes|from the low before»
     return new_low, new_high
+
+
+@solution(
+    "12.decoder_step",
+    "El codificador cortó el intervalo en partes proporcionales a las cuentas, con el suelo; el decodificador "
+    "deshace el corte: `value` es el último de `value - low + 1` enteros del intervalo, que en cuentas son "
+    "`(value - low + 1) * total / width`, y restando 1 antes del suelo el punto cae en la cuenta que contiene a "
+    "`value`, `target`, entre 0 y total − 1. El símbolo es el primero cuyas cuentas acumuladas pasan de `target` "
+    "(start ≤ target < stop: un símbolo de cuenta 0 nunca lo cumple), y el intervalo se estrecha a su parte con "
+    "el mismo `narrow` que el codificador.",
+    "The encoder cut the interval into shares proportional to the counts, with the floor; the decoder undoes the "
+    "cut: `value` is the last of `value - low + 1` integers of the interval, which in counts are "
+    "`(value - low + 1) * total / width`, and taking 1 away before the floor the point falls in the count that "
+    "holds `value`, `target`, between 0 and total − 1. The symbol is the first whose running count goes past "
+    "`target` (start ≤ target < stop: a symbol with a count of 0 never passes), and the interval is narrowed to its "
+    "share with the same `narrow` as the encoder.",
+)
+def solution_decoder_step(low, high, value, counts):
+    total = sum(counts)
+    width = high - low + 1  # «los dos extremos incluidos|both ends included»
+    target = ((value - low + 1) * total - 1) // width  # «0 ≤ target < total|0 ≤ target < total»
+    symbol, start = 0, 0
+    while target >= start + counts[symbol]:  # «hasta start ≤ target < stop|until start ≤ target < stop»
+        start += counts[symbol]
+        symbol += 1
+    stop = start + counts[symbol]
+    return symbol, low + width * start // total, low + width * stop // total - 1
 
 
 @solution(

@@ -1,5 +1,5 @@
 """The answer key of notebook 13, in notebook order:
-``13.ov_circuit``, ``13.induction_score``, ``13.ablate_head``.
+``13.ov_circuit``, ``13.smeared_keys``, ``13.ablate_head``.
 """
 
 from __future__ import annotations
@@ -34,23 +34,22 @@ def solution_my_ov_circuit(model, layer, head):
 
 
 @solution(
-    "13.induction_score",
-    "Desde la posición P, el token t ya apareció en t − P, t − 2P, …, y tras cada aparición vino el token de "
-    "t − P + 1, t − 2P + 1, …: ahí mira una cabeza de inducción. Para cada t ≥ P se suma la atención a esas "
-    "posiciones (las que son ≥ 1), y la suma se promedia sobre las T − P posiciones t = P … T − 1. "
-    "`torch.arange(t - period + 1, 0, -period)` da esas posiciones, de la más cercana hacia atrás.",
-    "From position P on, token t has already appeared at t − P, t − 2P, …, and after each appearance came the "
-    "token at t − P + 1, t − 2P + 1, …: that is where an induction head looks. For each t ≥ P the attention to "
-    "those positions (the ones ≥ 1) is added up, and the sum is averaged over the T − P positions "
-    "t = P … T − 1. `torch.arange(t - period + 1, 0, -period)` gives those positions, from the nearest backwards.",
+    "13.smeared_keys",
+    "Olsson et al. (2022) dan a cada cabeza un número aprendido, alpha, y σ(alpha), entre 0 y 1, dice cuánto se queda "
+    "cada clave de sí misma; el resto lo toma de la clave de la posición anterior. Con `k[..., 1:, :]` (las claves "
+    "de t = 1 … T − 1) y `k[..., :-1, :]` (las de t − 1) se mezclan todas a la vez, a partir de las claves de "
+    "entrada, sin cambiarlas; la posición 0 no tiene anterior y se queda igual. El peso de cada cabeza va en el eje "
+    "de las cabezas, el 1: `view(1, -1, 1, 1)`.",
+    "Olsson et al. (2022) give each head a learned number, alpha, and σ(alpha), between 0 and 1, says how much of "
+    "each key stays its own; the rest it takes from the previous position's key. With `k[..., 1:, :]` (the keys of "
+    "t = 1 … T − 1) and `k[..., :-1, :]` (those of t − 1) all are mixed at once, from the input keys, without "
+    "changing them; position 0 has no previous one and stays as it is. Each head's weight goes on the heads' axis, "
+    "axis 1: `view(1, -1, 1, 1)`.",
 )
-def solution_my_induction_score(pattern, period):
-    H, T, _ = pattern.shape
-    total = pattern.new_zeros(H)  # (H,)
-    for t in range(period, T):
-        after_copies = torch.arange(t - period + 1, 0, -period)  # t − P + 1, t − 2P + 1, … ≥ 1
-        total += pattern[:, t, after_copies].sum(dim=-1)  # (H,)
-    return total / (T - period)  # «media sobre t = P … T − 1|mean over t = P … T − 1»
+def solution_my_smear_keys(k, alpha):
+    w = torch.sigmoid(alpha).view(1, -1, 1, 1)  # (1, H, 1, 1): «una por cabeza|one per head»
+    smeared = w * k[..., 1:, :] + (1 - w) * k[..., :-1, :]  # (B, H, T − 1, Dh): «t y t − 1|t and t − 1»
+    return torch.cat([k[..., :1, :], smeared], dim=-2)  # «la posición 0 queda igual|position 0 stays»
 
 
 @solution(
