@@ -392,7 +392,10 @@ class _Unsendable(Exception):
 
 _PLACES = tuple(
     os.path.abspath(p)
-    for p in {*sysconfig.get_paths().values(), os.path.dirname(os.path.dirname(os.path.dirname(__file__)))}
+    for p in {
+        *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    }
     if p
 )
 
@@ -433,6 +436,11 @@ def _spec(name: str, value: Any, seen: set[int]) -> tuple[str, Any]:
         return ("value", value)
     if isinstance(value, (tuple, list)) and all(isinstance(v, (bool, int, float, str, type(None))) for v in value):
         return ("value", value)
+    if _importable(type(value)) is not None and not isinstance(value, (nn.Module, Tensor)):
+        with contextlib.suppress(Exception):  # a small value of a library's type (dist.ReduceOp.SUM, ...)
+            sent = pickle.dumps(value)
+            if len(sent) < 10_000 and type(pickle.loads(sent)) is type(value):
+                return ("value", value)
     raise _Unsendable(name, type_name(value))
 
 
@@ -492,7 +500,8 @@ def _first_try(lang: str, fn: Callable[..., Any]) -> None:
     """Run the student's function here, on the model every case uses (its first parameter frozen, so that its
     gradient is ``None``), until it first needs the process group; stop the check if it never does."""
     model = _on_ranks.Net(seed=7)
-    _on_ranks.local_gradients(model, "ddp", 0)
+    with torch.enable_grad():
+        _on_ranks.local_gradients(model, "ddp", 0)
 
     def until_the_group(model: nn.Module) -> str:
         try:
@@ -507,8 +516,13 @@ def _first_try(lang: str, fn: Callable[..., Any]) -> None:
 
     if not callable(fn):
         attempt(lang, fn)  # the core's "not callable"
-    with _collectives_answer_reached():
-        said = attempt(lang, until_the_group, model)
+    grad_mode, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    try:  # what the function could change in this process is put back (the ranks report it)
+        with _collectives_answer_reached():
+            said = attempt(lang, until_the_group, model)
+    finally:
+        torch.set_grad_enabled(grad_mode)
+        torch.set_default_dtype(dtype)
     if said == "returned":
         raise stop(HINTS(lang, "no_collective"))
 
@@ -823,7 +837,7 @@ def _padded(order: list[int], total: int) -> list[int]:
     return (order * math.ceil(total / len(order)))[:total] if total > len(order) else order[:total]
 
 
-def _shard_mistakes(n: int, world: int, rank: int, epoch: int, seed: int, shuffle: bool) -> dict[str, list[int]]:
+def _shard_mistakes(n: int, world: int, rank: int, epoch: int, seed: int, shuffle: bool) -> list[tuple[str, list[int]]]:
     """What each mistake gives for one rank of one case."""
     order = _order(n, seed + epoch, shuffle)
     each = math.ceil(n / world)
@@ -831,20 +845,21 @@ def _shard_mistakes(n: int, world: int, rank: int, epoch: int, seed: int, shuffl
     pad = each * world - n
     k = n // world
     extra = _padded(order, (n // world + 1) * world)
-    return {
-        "shard_blocks_drop_tail": order[rank * k : (rank + 1) * k],
-        "shard_blocks": padded[rank * each : (rank + 1) * each],
-        "shard_no_padding": order[rank::world],
-        "shard_drop_tail": order[: world * k][rank::world],
-        "shard_pad_once": (order + order[:pad])[rank::world],
-        "shard_pad_last": (order + order[-1:] * pad)[rank::world],
-        "shard_pad_unshuffled": (order + [i % n for i in range(pad)])[rank::world],
-        "shard_extra_row": extra[rank::world],
-        "shard_same_every_epoch": _padded(_order(n, seed, shuffle), each * world)[rank::world],
-        "shard_rank_seed": _padded(_order(n, seed + epoch + rank, shuffle), each * world)[rank::world],
-        "shard_seed_ignored": _padded(_order(n, epoch, shuffle), each * world)[rank::world],
-        "shard_shuffle_ignored": _padded(_order(n, seed + epoch, not shuffle), each * world)[rank::world],
-    }
+    return [
+        ("shard_blocks_drop_tail", order[rank * k : (rank + 1) * k]),
+        ("shard_blocks", padded[rank * each : (rank + 1) * each]),
+        ("shard_no_padding", order[rank::world]),
+        ("shard_drop_tail", order[: world * k][rank::world]),
+        ("shard_pad_once", (order + order[:pad])[rank::world]),
+        ("shard_pad_last", (order + order[-1:] * pad)[rank::world]),
+        ("shard_pad_unshuffled", (order + [i % n for i in range(pad)])[rank::world]),
+        ("shard_extra_row", extra[rank::world]),
+        ("shard_same_every_epoch", _padded(_order(n, seed, shuffle), each * world)[rank::world]),
+        ("shard_rank_seed", _padded(_order(n, seed + epoch + rank, shuffle), each * world)[rank::world]),
+        ("shard_seed_ignored", _padded(_order(n, epoch, shuffle), each * world)[rank::world]),
+        ("shard_shuffle_ignored", _padded(_order(n, seed + epoch, True), each * world)[rank::world]),
+        ("shard_shuffle_ignored", _padded(_order(n, seed + epoch, False), each * world)[rank::world]),
+    ]
 
 
 def _ints(lang: str, got: Any) -> list[int]:
