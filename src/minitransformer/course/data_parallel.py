@@ -251,6 +251,7 @@ def check_ddp(run: _Run) -> dict:
         ddp = _ddp(tiny_model(run.seed), run, bucket_cap_mb=s.bucket_mb)
         ddp.register_comm_hook(None, counting)
         optimizer = make_optimizer("sgd", ddp.parameters(), s)
+        flats = []
         for step in range(s.steps):
             run.maybe_die(step)
             sent.append([])
@@ -266,8 +267,9 @@ def check_ddp(run: _Run) -> dict:
             if step == 0 and micro == 1:
                 run.save("ddp_grad_step1.pt", torch.cat([p.grad.reshape(-1).cpu() for p in ddp.parameters()]))
             optimizer.step()
+            flats.append(flat_parameters(ddp.module))
         key = "ddp" if micro == 1 else "no_sync"
-        run.save(f"{key}_params.pt", flat_parameters(ddp.module))
+        run.save(f"{key}_params.pt", torch.stack(flats))
         found[key] = {"buckets": sent, "rows_first_step": rank_rows(0, run.world, run.rank, s, run.seed)}
     found["gradient_numbers"] = sum(p.numel() for p in ddp.module.parameters())
     return found
@@ -563,6 +565,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr, flush=True)
         os._exit(1)
     (args.out / f"rank{rank}.json").write_text(json.dumps(record, indent=1))
+    print(
+        say(
+            f"proceso {rank} de {world} ({record['backend']}, {device}): escrito rank{rank}.json",
+            f"rank {rank} of {world} ({record['backend']}, {device}): wrote rank{rank}.json",
+        ),
+        flush=True,
+    )
     stop()
     return 0
 
