@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..distributed import torchrun_command
 from . import _on_ranks
 from ._core import (
     Feedback,
@@ -544,16 +545,7 @@ def _launch(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
         job = Path(folder) / "job.pkl"
         with open(job, "wb") as out:
             pickle.dump({"functions": payloads, "timeout": COLLECTIVE_TIMEOUT, "out": folder}, out)
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={_RANKS}",
-            "-m",
-            f"{_on_ranks.__name__}",
-            str(job),
-        ]
+        command = torchrun_command(_on_ranks.__name__, [str(job)], nproc=_RANKS)  # --standalone: loopback
         posix = os.name == "posix"
         process = subprocess.Popen(
             command,
@@ -1064,7 +1056,8 @@ def check_step_time(my_step_time: Callable[..., Any], lang: str | None = None) -
     """Check ``my_step_time(model, dtype, world, compute_seconds, bandwidth)`` -> the seconds of one step on
     ``world`` devices: ``compute_seconds / world`` (each computes 1/N of the global batch) plus the ring
     all-reduce's ``2(N − 1)/N`` × the trainable parameters' gradient bytes in ``dtype``, over ``bandwidth`` bytes
-    per second. The model is left as it was. Six cases (frozen parameters, four dtypes, 1 to 16 devices) are run
+    per second. The parameters must keep their values, dtypes and ``requires_grad`` (no converting the model to
+    count bytes). Six cases (frozen parameters, four dtypes, 1 to 16 devices) are run
     first; a mistake is named when it explains them all."""
     answers, wants, banks = [], [], []
     for seed, dtype, world, compute, bandwidth in _STEP_CASES:
@@ -1084,10 +1077,10 @@ def check_step_time(my_step_time: Callable[..., Any], lang: str | None = None) -
     if all(close(a, w, atol=1e-12, rtol=1e-6) for a, w in zip(answers, wants)):
         return correct(
             lang,
-            "Con más dispositivos el cálculo baja como 1/N, pero la comunicación tiende a 2 × bytes / ancho de banda: "
-            "a partir de ahí, más dispositivos no acortan el paso.",
-            "With more devices the compute falls as 1/N, but the communication tends to 2 × bytes / bandwidth: past "
-            "that point, more devices do not shorten the step.",
+            "Escrito como 2S + (C − 2S)/N, con C el cálculo y S = bytes / ancho de banda, el paso tiende a 2S: más "
+            "dispositivos compensan solo si C > 2S, y nunca aceleran más de C / 2S veces.",
+            "Written as 2S + (C − 2S)/N, with C the compute and S = bytes / bandwidth, the step tends to 2S: more "
+            "devices pay off only if C > 2S, and never speed up more than C / 2S times.",
         )
     key = diagnose(answers, by_key(banks), atol=1e-12, rtol=1e-6)
     if key is not None:

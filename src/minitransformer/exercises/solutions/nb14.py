@@ -15,12 +15,12 @@ from ..registry import solution
 @solution(
     "14.average_gradients",
     "Cada rango calculó el gradiente de su parte del lote. `dist.all_reduce` suma un tensor entre todos los rangos "
-    "y deja la suma en todos (ReduceOp.SUM; gloo no promedia en todas las versiones), así que después se divide "
+    "y deja la suma en todos (ReduceOp.SUM, la operación que tienen todos los backends), así que después se divide "
     "entre el número de rangos: la media de las medias de partes iguales es la media del lote entero. Se hace en "
     "el sitio, sobre `p.grad`, y se saltan los parámetros sin gradiente (congelados o sin usar), como hace DDP. "
     "DDP hace lo mismo por cubos de parámetros y mientras `backward()` sigue calculando.",
     "Each rank computed the gradient of its part of the batch. `dist.all_reduce` adds a tensor over every rank and "
-    "leaves the sum on all of them (ReduceOp.SUM; gloo does not average in every version), so it is divided by the "
+    "leaves the sum on all of them (ReduceOp.SUM, the operation every backend has), so it is divided by the "
     "number of ranks afterwards: the mean of the means of equal parts is the whole batch's mean. It is done in "
     "place, on `p.grad`, and the parameters without a gradient (frozen or unused) are skipped, as DDP does. DDP "
     "does the same in buckets of parameters, while `backward()` is still computing.",
