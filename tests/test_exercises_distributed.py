@@ -629,3 +629,36 @@ def test_the_step_time_is_the_engines_ring_bytes():
     for world in (1, 2, 5):
         want = engine.ring_allreduce_bytes(engine.gradient_bytes(model), world) / 1e6
         assert math.isclose(solution_my_step_time(model, torch.float32, world, 0.0, 1e6), want, rel_tol=1e-12)
+
+
+def not_launched_before(model):
+    world = dist.get_world_size()
+    for p in _with_grads(model):
+        dist.all_reduce(p.grad)
+        p.grad /= world
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_launch_past_its_time_is_ended_and_said(lang, monkeypatch):
+    """Every process of a launch that runs past its time is ended, and the check says so (and keeps nothing: the next
+    check launches again)."""
+    import time
+
+    monkeypatch.setattr(checkers, "LAUNCH_TIMEOUT", 0.5)
+    began = time.monotonic()
+    assert_hint(check_average_gradients(not_launched_before, lang=lang), lang, "launch_timeout", HINTS)
+    assert time.monotonic() - began < 20
+    assert not any(b"not_launched_before" in key for key in checkers._LAUNCHED)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_launch_that_fails_is_said_with_its_error(lang, monkeypatch):
+    import sys
+
+    def failing(module, args, nproc=2):
+        return [sys.executable, "-c", "import sys; print('RuntimeError: the ranks could not start'); sys.exit(1)"]
+
+    monkeypatch.setattr(checkers, "torchrun_command", failing)
+    fb = check_average_gradients(not_launched_before, lang=lang)
+    assert_hint(fb, lang, "launch_failed", HINTS)
+    assert "the ranks could not start" in fb.message
