@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from ..distributed import torchrun_command
+from ..i18n import integer
 from . import _on_ranks
 from ._core import (
     Feedback,
@@ -49,7 +50,6 @@ from ._core import (
     exercise,
     forbid,
     num,
-    python_error,
     stop,
     type_name,
 )
@@ -100,10 +100,11 @@ HINTS = Hints(
             "a rank could not set up your function ({error}): does it use a module that only exists in this notebook?",
         ),
         "hangs": (
-            "los rangos se quedaron esperándose ({error}) hasta agotar el tiempo: todos los rangos tienen que "
-            "llamar a las mismas operaciones colectivas, en el mismo orden (¿alguna solo en el rango 0?).",
-            "the ranks waited for each other ({error}) until the timeout: every rank must call the same collectives, "
-            "in the same order (is one called on rank 0 only?).",
+            "los rangos se quedaron esperándose unos a otros hasta agotar el tiempo de espera de las operaciones "
+            "colectivas: todos los rangos tienen que llamar a las mismas, en el mismo orden (¿alguna solo en el "
+            "rango 0?).",
+            "the ranks waited for each other until the collectives' timeout: every rank must call the same ones, in "
+            "the same order (is one called on rank 0 only?).",
         ),
         "changed_params": (
             "tu función cambia los parámetros del modelo (el de `{name}` en el rango {rank}): ¿promedias los "
@@ -628,14 +629,14 @@ def _rank_error(lang: str, seen: list[dict[str, Any]]) -> None:
     errors = [s["error"] for s in seen if s["error"] and not s["error"].get("other_rank")]
     if not errors:
         if any(s["error"] for s in seen):  # only "the other rank failed": should not happen
-            raise stop(HINTS(lang, "hangs", error="?"))
+            raise stop(HINTS(lang, "hangs"))
         return
     if any(e.get("build") for e in errors):
         built = next(e for e in errors if e.get("build"))
         raise stop(HINTS(lang, "rank_import", error=f"{built['type']}: {built['text']}"))
     own = [e for e in errors if not any(w in e["text"].lower() for w in _WAITED) or e["type"] == "RecursionError"]
     if not own:
-        raise stop(HINTS(lang, "hangs", error=python_error(lang, f"{errors[0]['type']}: {errors[0]['text']}")))
+        raise stop(HINTS(lang, "hangs"))
     first = own[0]
     if first["type"] in ("TypeError", "AttributeError") and "NoneType" in first["text"]:
         raise stop(HINTS(lang, "none_grad", error=f"{first['type']}: {first['text']}"))
@@ -1093,7 +1094,7 @@ def check_step_time(my_step_time: Callable[..., Any], lang: str | None = None) -
         world=world,
         dtype=str(dtype)[6:],
         compute=compute,
-        bandwidth=num(lang, bandwidth, 3),
+        bandwidth=integer(bandwidth),
         want=num(lang, float(wants[i]), 6),
         got=num(lang, float(answers[i]), 6),
     )
