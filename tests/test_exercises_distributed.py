@@ -309,6 +309,7 @@ def test_the_unwritten_stub_and_answers_without_a_collective_launch_nothing(lang
         raise AssertionError("launched")
 
     monkeypatch.setattr(checkers, "_launch", no_launch)
+    monkeypatch.setattr(checkers, "_LAUNCHED", {})  # nothing from an earlier launch either
 
     def my_average_gradients(model):
         raise NotImplementedError

@@ -475,6 +475,12 @@ def _collectives_answer_reached() -> Iterator[None]:
     from torch.distributed import distributed_c10d as c10d
 
     def reached(*args: Any, **kwargs: Any) -> Any:
+        handled = sys.exc_info()[1]
+        frame = sys._getframe(1)
+        while frame is not None:  # PyTorch's logger of a failed collective asks for the group: its error goes on
+            if os.path.basename(frame.f_code.co_filename) == "c10d_logger.py" and handled is not None:
+                raise handled
+            frame = frame.f_back
         raise _Reached
 
     saved = [(c10d, "_get_default_group"), (c10d, "is_initialized"), (dist, "is_initialized")]
@@ -505,26 +511,28 @@ def _first_try(lang: str, fn: Callable[..., Any]) -> None:
     with torch.enable_grad():
         _on_ranks.local_gradients(model, "ddp", 0)
 
-    def until_the_group(model: nn.Module) -> str:
+    def until_the_group(model: nn.Module) -> tuple[str, Exception | None]:
         try:
             fn(model)
         except _Reached:
-            return "reached"
-        except Exception as exc:  # noqa: BLE001 (every other error goes on to attempt)
+            return "reached", None
+        except Exception as exc:  # every other error goes on to attempt, which reports it
             if _about_none(exc) and not isinstance(exc, NotImplementedError):
-                raise stop(HINTS(lang, "none_grad", error=exc)) from None
+                return "none", exc
             raise
-        return "returned"
+        return "returned", None
 
     if not callable(fn):
         attempt(lang, fn)  # the core's "not callable"
     grad_mode, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
     try:  # what the function could change in this process is put back (the ranks report it)
         with _collectives_answer_reached():
-            said = attempt(lang, until_the_group, model)
+            said, error = attempt(lang, until_the_group, model)
     finally:
         torch.set_grad_enabled(grad_mode)
         torch.set_default_dtype(dtype)
+    if said == "none":
+        raise stop(HINTS(lang, "none_grad", error=error))
     if said == "returned":
         raise stop(HINTS(lang, "no_collective"))
 
