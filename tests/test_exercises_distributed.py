@@ -260,7 +260,7 @@ LAUNCHED = [*RIGHT.values(), *(fn for fn, _ in AVERAGE_MISTAKES.values())]
 def launched():
     """One launch for every answer that gets as far as the ranks (a short collective timeout: one answer hangs)."""
     saved = checkers.COLLECTIVE_TIMEOUT
-    checkers.COLLECTIVE_TIMEOUT = 4.0
+    checkers.COLLECTIVE_TIMEOUT = 6.0
     try:
         checkers.prepare_average_gradients(LAUNCHED)
     finally:
