@@ -188,3 +188,14 @@ def test_a_rank_that_dies_ends_every_rank_with_a_clear_error(tmp_path):
     assert "rank 0: a collective operation failed" in message or "rank 0: torchrun stops me" in message
     assert "un proceso terminó con error" in caught.value.es
     assert not list(tmp_path.glob("rank*.json"))
+
+
+def test_the_drift_figure_and_its_refusal():
+    from minitransformer.viz.distributed import plot_drift
+
+    fig = plot_drift(
+        {"AdamW": [1e-6, 1e-5], "SGD": [1e-8, 0.0]}, {"1": [4.0, 3.9], "2": [4.0, 3.8]}, ([3.9, 3.7], [4.1, 4.0]), "es"
+    )
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "pérdida (nats por token)"
+    with pytest.raises(CourseError):
+        plot_drift({"AdamW": [1e-6]}, {"1": [4.0, 3.9]}, ([3.9, 3.7], [4.1, 4.0]), "en")
