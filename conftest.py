@@ -62,6 +62,7 @@ LONGEST_FIRST = (
     "07_",
     "test_browser",
     "13_",
+    "14_",
     "10_",
     "08_",
     "test_numerics",

@@ -6,7 +6,7 @@ concept, in five layers (a module imports only from its own layer and the ones l
 * foundations: ``i18n`` (the two languages), ``runtime`` (seed, threads, device, the notebooks' setup cell);
 * concepts: ``kv_cache``, ``sampling``, ``attention``, ``attention_cost``, ``data``, ``tokenizer``,
   ``positional``, ``layers``, ``model``, ``decoding``, ``train``, ``generation``, ``gpt``, ``modern``,
-  ``hf_import``, ``pretrained``, ``reference``, ``compression``, ``ngram``, ``arithmetic_coder``,
+  ``distributed``, ``hf_import``, ``pretrained``, ``reference``, ``compression``, ``ngram``, ``arithmetic_coder``,
   ``model_compressor``, ``analysis``, ``circuits``;
 * ``course``: the course's props (recipes, corpora, runs, the numerics profile);
 * ``viz``: the figures, and ``viz.live``, the live controls that redraw them;
