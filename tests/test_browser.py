@@ -191,16 +191,15 @@ def jupyterlab_dom(tmp: Path, notebook: Path, app_settings: Path, pages=("lab/tr
         env[var] = str(tmp / sub)
     # Trusted, as a notebook is once its cells have run: JupyterLab runs the stored scripts.
     subprocess.run(
-        [sys.executable, "-m", "jupyter", "trust", str(root / notebook.name)], env=env, check=True, capture_output=True
-    )
+        [sys.executable, "-m", "nbformat.sign", str(root / notebook.name)], env=env, check=True, capture_output=True
+    )  # `jupyter trust` by its module: `python -m jupyter trust` would run the first `jupyter-trust` on PATH
     port = free_port()
     log = (tmp / "server.log").open("w")
     server = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "jupyter",
-            "lab",
+            "jupyterlab",
             "--no-browser",
             f"--port={port}",
             "--ServerApp.ip=127.0.0.1",
