@@ -30,15 +30,20 @@ PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 # JupyterLab settings for a classroom: no question pops up over the notebook on the projector
 # (JupyterLab asks whether to fetch Jupyter's news and checks for updates, both online).
 # Written as an "overrides.d" file of the environment, so a user's own settings still win.
-# RISE's slides scroll (jupyterlab-rise leaves reveal.js's `scroll` off: at 1280 x 720 a live control's figure and
-# 09's "sample" button fall below the slide's edge, out of reach), and JupyterLab's "Click to add a cell." button at
-# the notebook's foot, which RISE leaves floating over every slide, is hidden there (RISE puts its `overlay` setting's
-# HTML into the slideshow as it is: a style rule for the slideshow only).
+# RISE's slides scroll: at 1280 x 720 a live control's figure and 09's "sample" button fall below the slide's edge,
+# out of reach. jupyterlab-rise's `scroll` (off by default) makes a slide scroll only if it is taller than the window
+# when it is shown, not once a live cell run on it has grown it: the course's style rule makes every slide scroll
+# once it is taller. Slides start at the top (reveal.js centres a slide by its height when it is shown, and a live
+# cell's output that grows it then pushes its foot below the window, out of the scroll's reach). JupyterLab's
+# "Click to add a cell." button at the notebook's foot, which RISE leaves floating over every slide, is hidden there.
+# RISE puts its `overlay` setting's HTML into the slideshow as it is: the style rules apply to the slideshow only.
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
     "jupyterlab-rise:plugin": {
         "scroll": True,
-        "overlay": "<style>.reveal .jp-Notebook-footer { display: none; }</style>",
+        "center": False,
+        "overlay": "<style>.reveal .jp-Notebook-footer { display: none; }"
+        " .reveal .slides section:not(.stack) { max-height: 95vh; overflow-y: auto; }</style>",
     },
 }
 # The course takes only static files from nbclassic (require.js and jQuery for bertviz's views offline), not its

@@ -385,3 +385,29 @@ def test_lab_opens_the_course_as_whoever_runs_it(tmp_path):
     assert "Running as root is not recommended" not in log
     for plugin, chosen in course.LAB_SETTINGS.items():
         assert {k: settings[plugin][k] for k in chosen} == chosen, settings
+
+
+def test_the_first_install_says_what_it_does_and_shows_pip_at_work(tmp_path, monkeypatch, capsys):
+    """The first `python course.py lab` installs 2 GB for minutes: it says so, size and time, in both languages, and
+    lets pip name each package as it goes (no -q), then says when the environment is ready."""
+    course = load_course()
+    calls = []
+    monkeypatch.setattr(course, "VENV", tmp_path / "env")
+    monkeypatch.setattr(course, "STAMP", tmp_path / "env" / ".course-env-stamp")
+    monkeypatch.setattr(course, "venv_version", lambda path: course.PYTHON)
+    monkeypatch.setattr(course.subprocess, "run", lambda args, **kw: calls.append((args, kw)))
+    monkeypatch.setattr(course, "compile_environment", lambda py: calls.append((["compile"], {})))
+    course.venv_python().parent.mkdir(parents=True)
+    course.venv_python().write_text("", encoding="utf-8")  # an environment made, nothing installed in it yet
+    course.ensure_env()
+    said = capsys.readouterr().out
+    (pip, options), compiled = calls
+    assert pip[1:4] == ["-m", "pip", "install"] and "-q" not in pip and "--quiet" not in pip
+    assert options["env"]["PATH"].split(os.pathsep)[0] == str(course.venv_python().parent)
+    assert compiled[0] == ["compile"]
+    for es, en in (("Instalando el curso", "Installing the course"), ("Compilando", "Compiling"), ("listo", "ready")):
+        assert es in said and en in said, said
+    assert said.count("2 GB") == 2 and said.count("4 minut") == 2, said
+    capsys.readouterr()
+    course.ensure_env()  # up to date: nothing is installed and nothing said
+    assert len(calls) == 2 and capsys.readouterr().out == ""
