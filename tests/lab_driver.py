@@ -475,6 +475,56 @@ def run_live_in_rise(page: DevTools, marker: str, tries: int = 3) -> dict:
     raise AssertionError("unreachable")
 
 
+def scroll_to_reach(page: DevTools, element: str, tries: int = 40) -> dict:
+    """Turn the mouse wheel over the page's middle, as a hand does, until ``element`` (a JavaScript expression) is
+    wholly inside the window and nothing covers its middle; returns its middle's coordinates. Raises LookupError if
+    the wheel cannot bring it there (a slide that does not scroll)."""
+    probe = f"""(() => {{
+        const e = {element};
+        if (!e) return null;
+        const r = e.getBoundingClientRect(), x = r.x + r.width / 2, y = r.y + r.height / 2;
+        const inside = r.width > 0 && r.top >= 0 && r.bottom <= window.innerHeight && r.left >= 0
+            && r.right <= window.innerWidth;
+        const hit = document.elementFromPoint(x, y);
+        return {{x, y, top: r.top, bottom: r.bottom, reached: inside && !!hit && (hit === e || e.contains(hit))}};
+    }})()"""
+    where = None
+    for _ in range(tries):
+        where = page.evaluate(probe)
+        if where and where["reached"]:
+            return where
+        middle = page.evaluate("({x: window.innerWidth / 2, y: window.innerHeight / 2})")
+        page.call(
+            "Input.dispatchMouseEvent",
+            {"type": "mouseWheel", "x": middle["x"], "y": middle["y"], "deltaX": 0, "deltaY": 150},
+            session=True,
+        )
+        time.sleep(0.3)
+    raise LookupError(f"the wheel does not bring it into the window: {where}")
+
+
+def click_at(page: DevTools, where: dict) -> None:
+    for kind, buttons in (("mousePressed", 1), ("mouseReleased", 0)):
+        page.call(
+            "Input.dispatchMouseEvent",
+            {"type": kind, "x": where["x"], "y": where["y"], "button": "left", "buttons": buttons, "clickCount": 1},
+            session=True,
+        )
+
+
+def live_button(index: int | str, label: str) -> str:
+    """The JavaScript for the live control's button ``label`` (its action, e.g. "sample")."""
+    return f"[...{output_of(index)}.querySelectorAll('button')].find(b => b.textContent.trim() === {json.dumps(label)})"
+
+
+def live_text(page: DevTools, index: int | str) -> str:
+    """What the live control's action wrote under it (its last <pre>)."""
+    return page.evaluate(
+        f"(() => {{ const t = {output_of(index)}.querySelector('.widget-html pre');"
+        " return t ? t.textContent : ''; })()"
+    )
+
+
 def main(argv: list[str]) -> int:
     import argparse
 

@@ -250,20 +250,106 @@ def test_lab_command_allows_root_and_nothing_more(as_root, capsys):
     assert course.lab_command(Path("python"), ["--allow-root"], is_root=True).count("--allow-root") == 1
 
 
+def stand_ins(folder: Path) -> Path:
+    """A folder of stand-in ``jupyter`` and ``jupyter-lab`` commands (as another environment's, first on PATH would
+    be) that say FAKE and fail."""
+    folder.mkdir()
+    for name in ("jupyter", "jupyter-lab"):
+        script = folder / name
+        script.write_text(f"#!/bin/sh\necho FAKE {name} from PATH\nexit 1\n", encoding="utf-8")
+        script.chmod(0o755)
+        (folder / f"{name}.bat").write_text(f"@echo FAKE {name} from PATH\r\n@exit /b 1\r\n", encoding="utf-8")
+    return folder
+
+
+def with_stand_ins_first(tmp_path: Path) -> dict[str, str]:
+    fake = stand_ins(tmp_path / "fakebin")
+    assert subprocess.run(
+        ["jupyter-lab"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}"),
+        shell=os.name == "nt",
+    ).stdout.startswith("FAKE")
+    return dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_the_course_environment_comes_first_whatever_is_on_path(tmp_path):
+    """Every command course.py starts gets the course environment's scripts folder first on PATH, Jupyter's
+    environment paths before the user's, and no PYTHONHOME: the ``python3`` kernel that nbval, nbclient and
+    JupyterLab start is the course's Python even where the user's own folder holds another Python's kernel and
+    the user's settings prefer it."""
+    import json
+
+    course = load_course()
+    user = tmp_path / "user-data"
+    kernel = user / "kernels" / "python3"
+    kernel.mkdir(parents=True)
+    other = tmp_path / "other-python"
+    spec = {"argv": [str(other), "-m", "ipykernel_launcher", "-f", "{connection_file}"], "language": "python"}
+    (kernel / "kernel.json").write_text(json.dumps(spec | {"display_name": "another Python"}), encoding="utf-8")
+    outside = with_stand_ins_first(tmp_path) | {
+        "JUPYTER_DATA_DIR": str(user),
+        "JUPYTER_PREFER_ENV_PATH": "0",  # as where the user does not own the environment (a classroom image)
+        "PYTHONHOME": str(tmp_path / "elsewhere"),
+    }
+    env = course.course_env(Path(sys.executable), outside)
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    assert env["PATH"].count(str(Path(sys.executable).parent)) == 1 and "PYTHONHOME" not in env
+    probe = (
+        "import sys; from jupyter_client.manager import KernelManager;"
+        "print(KernelManager(kernel_name='python3').format_kernel_cmd()[0] == sys.executable)"
+    )
+    outside.pop("PYTHONHOME")
+    run = lambda e: subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=e).stdout  # noqa: E731
+    assert run(outside) == "False\n"  # without the course's environment: the other Python's kernel
+    assert run(env) == "True\n"
+    # a `jupyter` subcommand a child starts by name is the course's, not the stand-in first on PATH
+    jupyter = subprocess.run(["jupyter", "--paths"], capture_output=True, text=True, env=env, shell=os.name == "nt")
+    assert "FAKE" not in jupyter.stdout and jupyter.returncode == 0, jupyter.stdout + jupyter.stderr
+
+
+def test_no_command_of_the_course_looks_jupyter_up_on_path():
+    """``python -m jupyter lab`` (``jupyter trust``, ``jupyter nbconvert`` ...) runs the first ``jupyter-lab``
+    on PATH, another environment's where one comes first: the course, its tools, its tests and its docs call each
+    subcommand by its module (``-m jupyterlab``, ``-m nbformat.sign``) or in-process (nbconvert, nbclient)."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    in_code = re.compile(r"""["']-m["'],\s*["']jupyter["'],\s*["'][a-z]""")  # python, -m, jupyter, a subcommand
+    in_shell = re.compile(  # a command line, or a command in a Markdown code span
+        r"(?:^\s*|`)(?:\$ )?(?:\S*python3?(?:\.exe)? )?(?:-m )?jupyter[ -]"
+        r"(?:lab|nbconvert|kernelspec|trust|execute|notebook|server)\b",
+        re.M,
+    )
+    found = {}
+    for name in tracked:
+        pattern = in_code if name.endswith(".py") else in_shell
+        if name.endswith((".py", ".md", ".yml", ".toml", ".cfg", ".sh")) or name.startswith(".ci/"):
+            hits = pattern.findall((ROOT / name).read_text(encoding="utf-8", errors="replace"))
+            if hits:
+                found[name] = hits
+    assert not found, found
+
+
 @pytest.mark.slow
 def test_lab_opens_the_course_as_whoever_runs_it(tmp_path):
     """`python course.py lab` starts JupyterLab as this user (root in CI, a container or a classroom image):
-    it listens on localhost with a login token, and nbclassic's extension (and its banner) stays off."""
+    it listens on localhost with a login token, and nbclassic's extension (and its banner) stays off. It is the
+    course environment's own JupyterLab, with the course's settings, even with another ``jupyter-lab`` and
+    ``jupyter`` first on PATH (Anaconda's base, a system JupyterLab, ``pip install --user jupyterlab``)."""
+    import json
     import signal
     import time
+    import urllib.request
 
     course = load_course()
     course.write_lab_settings(Path(sys.prefix))
     port = free_port()
     args = course.lab_command(Path(sys.executable), ["--no-browser", f"--port={port}", "--ServerApp.port_retries=0"])
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    outside = with_stand_ins_first(tmp_path) | {"JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = course.course_env(Path(sys.executable), outside)
     server = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
+    settings = {}
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -273,6 +359,19 @@ def test_lab_opens_the_course_as_whoever_runs_it(tmp_path):
             lines.append(line)
             if "Use Control-C to stop this server" in line:
                 break
+        token = re.search(r"/lab\?token=(\w+)", "".join(lines))
+        if token:  # the settings this server gives JupyterLab and RISE
+            for plugin in ("@jupyterlab/apputils-extension:notification", "jupyterlab-rise:plugin"):
+                url = f"http://localhost:{port}/lab/api/settings/{plugin}?token={token[1]}"
+                schema = {}
+                for _attempt in range(60):  # the banner can come a moment before the server answers
+                    try:
+                        with urllib.request.urlopen(url, timeout=30) as reply:
+                            schema = json.load(reply)["schema"]["properties"]  # the overrides are its defaults
+                        break
+                    except OSError:
+                        time.sleep(0.5)
+                settings[plugin] = {k: v.get("default") for k, v in schema.items()}
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -280,6 +379,35 @@ def test_lab_opens_the_course_as_whoever_runs_it(tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
     log = "".join(lines)
+    assert "FAKE" not in log, log
     assert f"http://localhost:{port}/lab?token=" in log, log
     assert "Notebook 7" not in log and "nbclassic" not in log, log
     assert "Running as root is not recommended" not in log
+    for plugin, chosen in course.LAB_SETTINGS.items():
+        assert {k: settings[plugin][k] for k in chosen} == chosen, settings
+
+
+def test_the_first_install_says_what_it_does_and_shows_pip_at_work(tmp_path, monkeypatch, capsys):
+    """The first `python course.py lab` installs 2 GB for minutes: it says so, size and time, in both languages, and
+    lets pip name each package as it goes (no -q), then says when the environment is ready."""
+    course = load_course()
+    calls = []
+    monkeypatch.setattr(course, "VENV", tmp_path / "env")
+    monkeypatch.setattr(course, "STAMP", tmp_path / "env" / ".course-env-stamp")
+    monkeypatch.setattr(course, "venv_version", lambda path: course.PYTHON)
+    monkeypatch.setattr(course.subprocess, "run", lambda args, **kw: calls.append((args, kw)))
+    monkeypatch.setattr(course, "compile_environment", lambda py: calls.append((["compile"], {})))
+    course.venv_python().parent.mkdir(parents=True)
+    course.venv_python().write_text("", encoding="utf-8")  # an environment made, nothing installed in it yet
+    course.ensure_env()
+    said = capsys.readouterr().out
+    (pip, options), compiled = calls
+    assert pip[1:4] == ["-m", "pip", "install"] and "-q" not in pip and "--quiet" not in pip
+    assert options["env"]["PATH"].split(os.pathsep)[0] == str(course.venv_python().parent)
+    assert compiled[0] == ["compile"]
+    for es, en in (("Instalando el curso", "Installing the course"), ("Compilando", "Compiling"), ("listo", "ready")):
+        assert es in said and en in said, said
+    assert said.count("2 GB") == 2 and said.count("4 minut") == 2, said
+    capsys.readouterr()
+    course.ensure_env()  # up to date: nothing is installed and nothing said
+    assert len(calls) == 2 and capsys.readouterr().out == ""

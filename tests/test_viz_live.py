@@ -452,8 +452,11 @@ def test_the_phase_change_control_redraws_when_a_picker_moves_and_uses_core_widg
     for w in widgets_in(box):
         assert w._model_module in live.CORE_WIDGETS and w._view_module in live.CORE_WIDGETS, type(w)
     bundle = control._repr_mimebundle_()
-    assert set(bundle) == {WIDGET_VIEW, "image/png", "text/plain"} and bundle["image/png"] == control.png
-    assert bundle[WIDGET_VIEW]["model_id"] == box.model_id
+    if live.live_widgets():
+        assert set(bundle) == {WIDGET_VIEW, "image/png", "text/plain"} and bundle["image/png"] == control.png
+        assert bundle[WIDGET_VIEW]["model_id"] == box.model_id
+    else:  # the floors' ipywidgets 7.7.1 (Colab's): the still figure and why
+        assert set(bundle) == {"text/html", "image/png", "text/plain"} and bundle["image/png"] == control.png
     # the still figure is the one at the default values, the same when drawn again
     assert (
         live.phase_change_control(history, periods, "en").png == live.phase_change_control(history, periods, "en").png
@@ -491,3 +494,27 @@ def test_the_phase_change_control_refuses_what_was_not_stored_in_both_languages(
     with pytest.raises(CourseError) as e:
         plot_scores_at_step(*args, 10, (2, 0), "en")
     assert "bloques" in e.value.es and "blocks" in e.value.en
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_before_ipywidgets_8_the_cell_shows_the_still_figure_and_says_why(monkeypatch, lang):
+    """Colab ships ipywidgets 7.7.1 (the package accepts it, so installing the course there changes nothing Colab
+    set up): there a live cell shows its still figure and one line in the reader's language saying why, and no widget
+    view. With ipywidgets 8, the view."""
+    import ipywidgets
+
+    control = live.encoding_control(20, 16, lang, position=3, pair=1)
+    monkeypatch.setattr(ipywidgets, "__version__", "7.7.1")
+    assert not live.live_widgets()
+    bundle = control._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "image/png", "text/plain"} and bundle["image/png"] == control.png
+    image = base64.b64encode(control.png).decode("ascii")
+    assert bundle["text/html"].startswith(f'<img src="data:image/png;base64,{image}"/>')
+    why = {
+        "es": "los controles en vivo necesitan ipywidgets 8 y aquí hay 7.7.1",
+        "en": "need ipywidgets 8 and this is 7.7.1",
+    }
+    assert why[lang] in bundle["text/html"] and why[lang] in bundle["text/plain"]
+    assert control._widget is None  # no widget built: nothing for the front end to fail on
+    monkeypatch.setattr(ipywidgets, "__version__", "8.1.2")
+    assert live.live_widgets()  # and the view (the tests above, with the pinned ipywidgets 8)

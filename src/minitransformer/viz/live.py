@@ -51,6 +51,7 @@ __all__ = [
     "encoding_control",
     "heads_control",
     "phase_change_control",
+    "live_widgets",
 ]
 
 # The ipywidgets modules a control may use: the core ones, which Colab shows without a custom widget manager.
@@ -237,7 +238,7 @@ class Live:
                     description=control.label(self.lang),
                     continuous_update=False,  # redraw when the slider is let go: a drawing takes a moment
                     style={"description_width": "initial"},
-                    layout=w.Layout(width="560px"),
+                    layout=w.Layout(width="100%", max_width="560px"),  # narrower where the page is
                 )
             box.observe(self._moved(name), names="value")
             self._inputs[name] = box
@@ -280,10 +281,36 @@ class Live:
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """The widget's view and, beside it, the still figure: a front end that cannot show the widget shows the
-        PNG (the notebooks' builder stores only the PNG and this text)."""
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude)
+        PNG (the notebooks' builder stores only the PNG and this text). With ipywidgets before 8 (Colab's 7.7.1),
+        the still figure and a line that says why it does not move (:func:`live_widgets`)."""
         text = "\n".join(repr(fig) for fig in self.figures)
+        if not live_widgets():
+            import base64
+            import html
+
+            import ipywidgets
+
+            note = tr(
+                self.lang,
+                f"Figura fija, con los valores iniciales: los controles en vivo necesitan ipywidgets 8 y aquí hay "
+                f"{ipywidgets.__version__} (el de Colab); se mueven en JupyterLab (python course.py lab).",
+                f"A still figure, at the starting values: the live controls need ipywidgets 8 and this is "
+                f"{ipywidgets.__version__} (Colab's); they move in JupyterLab (python course.py lab).",
+            )
+            image = base64.b64encode(self.png).decode("ascii")
+            page = f'<img src="data:image/png;base64,{image}"/><p><em>{html.escape(note)}</em></p>'
+            return {"text/html": page, "image/png": self.png, "text/plain": f"{text}\n{note}"}
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude)
         return {**bundle, "image/png": self.png, "text/plain": text}
+
+
+def live_widgets() -> bool:
+    """Whether this kernel's ipywidgets moves the live controls: 8 or later. Colab ships ipywidgets 7.7.1, which
+    the package accepts so that installing it there changes nothing Colab set up; there (and with any ipywidgets
+    before 8) a live cell shows its still figure, the one the static slides show, with a line saying why."""
+    import ipywidgets
+
+    return int(ipywidgets.__version__.split(".")[0]) >= 8
 
 
 def _pre(text: str) -> str:
