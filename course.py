@@ -77,8 +77,10 @@ def requirements_hash() -> str:
     return h.hexdigest()
 
 
-def ensure_env() -> Path:
-    """Create `.venv` and install the course into it, unless it is already up to date."""
+def ensure_env(compile_all: bool = True) -> Path:
+    """Create `.venv` and install the course into it, unless it is already up to date. ``compile_all=False`` leaves
+    the packages to be byte-compiled as they are first imported (CI's third leg, installed beside the first two: what
+    its tests import is a small part of what compiling everything costs the legs that run meanwhile)."""
     py = venv_python()
     made_by = venv_version(VENV)
     if made_by is not None and made_by != PYTHON:
@@ -110,8 +112,9 @@ def ensure_env() -> Path:
             check=True,
             env=course_env(py),
         )
-        print(COMPILING, flush=True)
-        compile_environment(py)
+        if compile_all:
+            print(COMPILING, flush=True)
+            compile_environment(py)
         STAMP.write_text(wanted)
         print(READY, flush=True)
     return py
