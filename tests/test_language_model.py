@@ -270,15 +270,36 @@ def test_the_coding_settings_and_n_grams_are_the_stored_choice_made_on_training_
         assert (int(order), float(discount)) == tuple(choice["ngram"][kind]["chosen"])
 
 
-def test_the_partner_is_the_recipe_with_a_seed_no_test_trains_live():
+def test_the_partner_is_the_recipe_with_another_seed_than_the_live_model_whatever_the_seed():
     partner = lm.reference_prose_run("partner", "cpu")
     assert partner.meta["seed"] == lm.PARTNER_SEED and partner.meta["recipe"] == dataclasses.asdict(lm.PROSE_RECIPE)
     assert lm.PARTNER_SEED not in (0, 1) and partner.tokenizer == lm.prose_tokenizer(lm.PROSE_RECIPE.vocab_size)
+    for seed in range(8):  # a student may choose any seed: the live model is never mixed with itself
+        assert lm.partner_seed(seed) != seed
+    assert lm.partner_seed(lm.PARTNER_SEED) == 0 and lm.partner_seed(0) == lm.partner_seed(7) == lm.PARTNER_SEED
+    assert lm.reference_partner(lm.PARTNER_SEED).seed == 0 and lm.reference_partner(5).seed == lm.PARTNER_SEED
+    for wrong in (1.0, "2", True):
+        with pytest.raises(ValueError, match="seed"):
+            lm.partner_seed(wrong)
+
+
+def test_the_validation_tokenizer_never_saw_the_tenth_the_settings_are_chosen_on():
+    fits = lm.SEPARATOR.join(lm.validation_split(lang)[0] for lang in lm.LANGS)
+    data = lm.prose_data(lm.PROSE_RECIPE, validation=True)
+    assert data.tokenizer == lm.validation_tokenizer(lm.PROSE_RECIPE.vocab_size) == lm.train_bpe(fits, 2000)
+    assert data.tokenizer != lm.prose_tokenizer(lm.PROSE_RECIPE.vocab_size)  # the recipe's read the tenth too
+    stored = lm.reference_coding()["choice"]["bytes_per_token"]
+    for lang in lm.LANGS:
+        measured = data.held_bytes(lang) / (len(data.held_ids[lang]) - data.start)
+        assert measured == pytest.approx(stored[lang])
+        leaky = data.held_bytes(lang) / len(lm.prose_tokenizer(2000).encode(data.held_text[lang]))
+        assert measured < leaky  # the leak: a tokenizer that read the tenth cuts it into longer tokens
 
 
 def test_the_stored_seeds_beat_bz2_and_xz_as_notebook_12_says():
-    """Issue 44's bar, on the stored measurements (five seeds, 1, the tests' second pass, among them): every seed beats
-    bz2 and xz by at least 0.14 bits per byte in both languages, all but one by at least 0.15; learning alone, by less."""
+    """Notebook 12's bar (BAR = 0.12 bits per byte, its one threshold), on the stored measurements (five seeds, 1, the
+    tests' second pass, among them): every seed, mixed with the partner, beats bz2 and xz by at least the bar in both
+    languages, the worst by 0.146 over bz2, as the notebook prints; learning alone, by less than the bar."""
     seeds = lm.reference_coding()["seeds"]
     assert len(seeds["runs"]) >= 5 and "1" in seeds["runs"] and str(lm.PARTNER_SEED) not in seeds["runs"]
     assert seeds["settings"] == dataclasses.asdict(lm.CODING) and seeds["partner_seed"] == lm.PARTNER_SEED
@@ -289,12 +310,35 @@ def test_the_stored_seeds_beat_bz2_and_xz_as_notebook_12_says():
             mixed = row["mixed"][lang]
             assert mixed["bpb"] == pytest.approx(mixed["bytes"] * 8 / held)
             assert mixed["bpb"] < row["adapting"][lang]["bpb"] < row["static"][lang]["bpb"]
-            assert seeds["baselines"]["bz2"][lang] - row["adapting"][lang]["bpb"] < 0.15
+        alone = min(seeds["baselines"]["bz2"][lang] - row["adapting"][lang]["bpb"] for lang in lm.LANGS)
+        assert 0 < alone < BAR  # the worse language, as the notebook prints it
         worst[seed] = min(
             seeds["baselines"][name][lang] - row["mixed"][lang]["bpb"] for name in ("bz2", "xz") for lang in lm.LANGS
         )
-    assert min(worst.values()) >= 0.14 and sum(w >= 0.15 for w in worst.values()) == len(worst) - 1
-    assert worst["0"] >= 0.15 and worst["1"] >= 0.15  # the seeds the tests train live
+    assert min(worst.values()) >= BAR
+    over_bz2 = [
+        min(seeds["baselines"]["bz2"][lang] - row["mixed"][lang]["bpb"] for lang in lm.LANGS)
+        for row in seeds["runs"].values()
+    ]
+    assert round(min(over_bz2), 3) == 0.146 and round(max(over_bz2), 3) == 0.176  # the range the summary states
+
+
+BAR = 0.12  # notebook 12's one threshold: the learning file's least margin over bz2 and xz, for any seed
+
+
+def test_the_pair_record_is_what_notebook_12_codes_live_with_the_stored_models():
+    """The rows notebook 12 reads for the language it does not code live: the stored model of seed 0 and the partner,
+    their static mixture measured as the notebook measures it, and the learning file's size."""
+    pair = lm.reference_coding()["pair"]
+    assert pair["seeds"] == [0, lm.PARTNER_SEED] and pair["settings"] == dataclasses.asdict(lm.CODING)
+    assert pair["command"].startswith("python tools/prose_runs.py --pair")
+    seeds = lm.reference_coding()["seeds"]["runs"]["0"]["mixed"]
+    for lang in lm.LANGS:
+        assert pair["mixed"][lang]["bytes"] == seeds[lang]["bytes"]  # the same file as --seeds made for seed 0
+        assert pair["mixed"][lang]["ideal"] < pair["mixed_static"][lang]
+    models = [lm.reference_prose_run("recipe", "cpu").model, lm.reference_prose_run("partner", "cpu").model]
+    data = lm.prose_data()
+    assert lm.held_out_bits_per_byte(models, data, "en") == pytest.approx(pair["mixed_static"]["en"], abs=1e-5)
 
 
 @pytest.mark.slow
@@ -314,7 +358,7 @@ for lang in lm.LANGS:
     blob = compress_with_model(data.held_text[lang], pair, data.tokenizer, lm.CODING, report=sent)
     assert decompress_with_model(blob, pair, data.tokenizer, lm.CODING, report=got) == data.held_text[lang]
     assert sent.row_hashes == got.row_hashes and sent.updates == got.updates > 0
-    assert len(blob) * 8 / data.held_bytes(lang) < lm.reference_curve()["baselines"]["bz2"][lang] - 0.15
+    assert len(blob) * 8 / data.held_bytes(lang) < lm.reference_curve()["baselines"]["bz2"][lang] - 0.12
     print(lang, len(blob), len(got.row_hashes), flush=True)
 """
     env = {**os.environ, "MKL_CBWR": "AUTO"}

@@ -13,6 +13,8 @@
                                                # the held-out text compressed with models of these seeds
     python tools/prose_runs.py --variants --threads 1
                                                # the recipe changed one setting at a time
+    python tools/prose_runs.py --pair --threads 1
+                                               # the stored model of seed 0 and the partner, coding both texts
 
 It trains under the stored outputs' numerics profile (``minitransformer.course.numerics.PROFILE``; the script
 restarts itself under it, since those settings act from a process's start):
@@ -24,11 +26,13 @@ restarts itself under it, since those settings act from a process's start):
   the machine;
 - ``prose_lm_seed2.pt`` (``--partner``): ``PROSE_RECIPE`` with seed ``PARTNER_SEED``;
 - ``prose_coding.json``, one part per command, each with its command, machine and date: ``choice`` (``--choose``:
-  models trained on the first nine tenths of each language's training text code the last tenth with every setting
-  tried, and the n-grams are fitted and scored the same way; the held-out text takes no part), ``seeds``
-  (``--seeds``: the recipe trained with each seed compresses the held-out text, static, adapting, and adapting
-  mixed with the partner) and ``variants`` (``--variants``: the recipe with more steps, more blocks, a longer
-  context, dropout or tied tables, measured on the held-out text).
+  models trained on the first nine tenths of each language's training text, with a tokenizer trained on those nine
+  tenths too, code the last tenth with every setting tried, and the n-grams are fitted and scored the same way; the
+  held-out text takes no part), ``seeds`` (``--seeds``: the recipe trained with each seed compresses the held-out
+  text, static, adapting, and adapting mixed with the partner), ``variants`` (``--variants``: the recipe with more
+  steps, more blocks, a longer context, dropout or tied tables, measured on the held-out text) and ``pair``
+  (``--pair``: the stored model of seed 0 and the partner code both languages' held-out text, mixed, static and
+  learning: the rows notebook 12 reads for the language it does not code live).
 
 Run it after any change to the corpus, the tokenizer, the model, its initialisation, the recipes or the coder; then
 re-execute notebooks 12 and 13. A test fails while the stored runs do not match the recipes.
@@ -224,6 +228,8 @@ def choose(out: Path, command: str, partner_seed: int = PARTNER_SEED) -> Path:
         print("n-gram", "adapting" if adapt else "static", best_key, scores[best_key], flush=True)
     found = {
         "validation_bytes": {lang: data.held_bytes(lang) for lang in LANGS},
+        "tokenizer": "trained on the first nine tenths of both languages' training text (validation_tokenizer)",
+        "bytes_per_token": {lang: data.held_bytes(lang) / (len(data.held_ids[lang]) - data.start) for lang in LANGS},
         "partner_seed": partner_seed,
         "tried": tried,
         "chosen": dataclasses.asdict(chosen),
@@ -268,6 +274,22 @@ def seeds_run(out: Path, seeds: list[int], command: str) -> Path:
         "runs": rows,
     }
     return _store(out, "seeds", found, command)
+
+
+def pair_run(out: Path, command: str) -> Path:
+    """The stored model of seed 0 and its partner, as notebook 12 codes with them: each language's held-out text, the
+    two models mixed, static (the ideal size) and learning as they code (the file). The notebook codes its own
+    language live and reads the other language's rows here."""
+    data = prose_data(PROSE_RECIPE)
+    pair = [load_prose_run(out / REFERENCE_FILES[which]).model for which in ("recipe", "partner")]
+    found = {
+        "seeds": [0, PARTNER_SEED],
+        "settings": dataclasses.asdict(CODING),
+        "mixed_static": {lang: held_out_bits_per_byte(pair, data, lang) for lang in LANGS},
+        "mixed": both(pair, data, CODING),
+    }
+    print({lang: (found["mixed_static"][lang], found["mixed"][lang]) for lang in LANGS}, flush=True)
+    return _store(out, "pair", found, command)
 
 
 VARIANTS = {
@@ -316,6 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--choose", action="store_true", help="choose the coding settings and the n-grams")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="compress with models of these seeds")
     parser.add_argument("--variants", action="store_true", help="measure the recipe's variants")
+    parser.add_argument("--pair", action="store_true", help="code with the stored model of seed 0 and the partner")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads or int(PROFILE[THREADS_ENV]))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -324,13 +347,15 @@ def main(argv: list[str] | None = None) -> None:
         run = train_prose_model(seed=PARTNER_SEED, recipe=PROSE_RECIPE, device="cpu", progress=True)
         print("wrote", save_prose_run(args.out / REFERENCE_FILES["partner"], run))
         return
-    if args.choose or args.seeds or args.variants:
+    if args.choose or args.seeds or args.variants or args.pair:
         if args.choose:
             print("wrote", choose(args.out, command))
         if args.seeds:
             print("wrote", seeds_run(args.out, args.seeds, command))
         if args.variants:
             print("wrote", variants_run(args.out, command))
+        if args.pair:
+            print("wrote", pair_run(args.out, command))
         return
     recipe = LONG_RECIPE
     if args.steps is not None:

@@ -12,9 +12,11 @@ the bytes their tokens decode to), so that the curve speaks the unit of the comp
 Three runs ship inside the package (``reference_runs/``, rebuilt by ``tools/prose_runs.py``): the recipe's run
 with seed 0, the model notebook 12 trains live; the same recipe run longer, whose held-out curve notebook 12
 draws; and the recipe with seed :data:`PARTNER_SEED`, the partner notebook 12 mixes with its live model when it
-compresses. Notebook 13 opens the first two without training. How notebook 12 compresses (:data:`CODING`, the
-n-grams' :data:`NGRAM` and :data:`ADAPTING_NGRAM`) was chosen on training text only (:func:`validation_split`), and
-what the tool measured is stored beside the runs (:func:`reference_coding`).
+compresses (with a live model of that seed, the partner is the recipe's run of seed 0: :func:`reference_partner`).
+Notebook 13 opens the first two without training. How notebook 12 compresses (:data:`CODING`, the n-grams'
+:data:`NGRAM` and :data:`ADAPTING_NGRAM`) was chosen on training text only (:func:`validation_split`, with its own
+tokenizer, :func:`validation_tokenizer`), and what the tool measured is stored beside the runs
+(:func:`reference_coding`).
 
 Letters: B batch, T context, V vocabulary.
 """
@@ -52,6 +54,7 @@ __all__ = [
     "ProseData",
     "VALIDATION",
     "validation_split",
+    "validation_tokenizer",
     "prose_data",
     "ProseRun",
     "train_prose_model",
@@ -63,6 +66,8 @@ __all__ = [
     "load_prose_run",
     "REFERENCE_FILES",
     "reference_prose_run",
+    "partner_seed",
+    "reference_partner",
     "CURVE_FILE",
     "reference_curve",
     "CODING",
@@ -119,7 +124,7 @@ LONG_RECIPE = dataclasses.replace(PROSE_RECIPE, steps=4000, warmup=100, eval_eve
 # it; after each window, one step of plain gradient descent with rate 0.03 on every parameter.
 CODING = CodingSettings(context=PROSE_RECIPE.context, stride=PROSE_RECIPE.context // 2, lr=0.03)
 STATIC_CODING = dataclasses.replace(CODING, lr=0.0)  # the same windows, the model left as it is
-PARTNER_SEED = 2  # the stored model mixed with the live one: a seed no test run trains live (they train 0 and 1)
+PARTNER_SEED = 2  # the stored model mixed with the live one; with a live model of this seed, the stored seed 0's
 NGRAM = (8, 0.9)  # the byte n-gram's order and discount, chosen on training text (tools/prose_runs.py --choose)
 ADAPTING_NGRAM = (8, 0.9)  # the same choice for the n-gram that keeps counting as it reads
 
@@ -168,11 +173,20 @@ def validation_split(lang: str) -> tuple[str, str]:
     return text[:cut], text[cut + len(SEPARATOR) :]
 
 
+@functools.lru_cache(maxsize=2)
+def validation_tokenizer(vocab_size: int = PROSE_RECIPE.vocab_size) -> ByteBPE:
+    """The byte-level BPE of ``vocab_size`` tokens trained on the first nine tenths of both languages' training text
+    (:func:`validation_split`): the tokenizer of the split on which settings are chosen, which has not seen the
+    tenth they are chosen on (the recipe's tokenizer, trained on the whole training text, has)."""
+    return train_bpe(SEPARATOR.join(validation_split(lang)[0] for lang in LANGS), vocab_size)
+
+
 def prose_data(recipe: ProseRecipe = PROSE_RECIPE, validation: bool = False) -> ProseData:
     """The corpus as token ids. With ``validation=True``, the split on which settings are chosen: the first nine
     tenths of each language's training text to train on, the last tenth as the "held-out" text
-    (:func:`validation_split`); the tokenizer is the recipe's."""
-    tokenizer = prose_tokenizer(recipe.vocab_size)
+    (:func:`validation_split`), and a tokenizer trained on those nine tenths only (:func:`validation_tokenizer`), so
+    that nothing of the split has seen its last tenth; otherwise the recipe's tokenizer."""
+    tokenizer = validation_tokenizer(recipe.vocab_size) if validation else prose_tokenizer(recipe.vocab_size)
     separator = torch.tensor(tokenizer.encode(SEPARATOR))
     start = len(separator)
     if validation:
@@ -426,6 +440,22 @@ def reference_prose_run(which: str = "recipe", device: torch.device | str | None
         return load_prose_run(path, device)
 
 
+def partner_seed(seed: int | None = None) -> int:
+    """The seed of the stored model mixed with a live model trained under ``seed`` (default: the seed in force):
+    :data:`PARTNER_SEED`, or 0, the recipe's stored run, when the live model is itself of seed :data:`PARTNER_SEED`.
+    Whatever the seed, a model is never mixed with itself."""
+    seed = current_seed() if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise error(f"seed debe ser un entero, no {seed!r}", f"seed must be an integer, got {seed!r}")
+    return 0 if seed == PARTNER_SEED else PARTNER_SEED
+
+
+def reference_partner(seed: int | None = None, device: torch.device | str | None = None) -> ProseRun:
+    """The stored run notebook 12 mixes with its live model of ``seed`` (default: the seed in force): the recipe
+    with seed :func:`partner_seed`, another seed than the live model's."""
+    return reference_prose_run("partner" if partner_seed(seed) == PARTNER_SEED else "recipe", device)
+
+
 def reference_curve() -> dict:
     """The longer run's stored curve (``tools/prose_runs.py``): the command, the machine, and the held-out bits
     per byte of each language against steps and seconds, with the compressors' and the n-gram's."""
@@ -438,7 +468,8 @@ def reference_curve() -> dict:
 def reference_coding() -> dict:
     """What ``tools/prose_runs.py`` measured for notebook 12's compression, each part with its command and machine:
     ``"choice"`` (the coding settings and the n-grams, chosen on training text), ``"seeds"`` (the held-out text
-    compressed with models of several seeds) and ``"variants"`` (the recipe changed one setting at a time)."""
+    compressed with models of several seeds), ``"variants"`` (the recipe changed one setting at a time) and ``"pair"``
+    (the stored model of seed 0 and the partner coding both languages' held-out text)."""
     import json
     from importlib.resources import files
 
