@@ -679,15 +679,15 @@ def test_measure_run_gives_every_number_the_claims_read():
     assert run["copy_loss_end"] == pytest.approx(history.copy_loss[-1], abs=1e-4)
 
 
-def test_the_stored_seed_record_keeps_two_lists_and_every_claim_holds_on_the_verification_seeds():
+def test_the_stored_seed_record_keeps_three_lists_and_every_claim_holds_on_every_seed():
     from minitransformer.course.induction import CLAIMS, check_claims
 
     record = seed_record()
-    development, verification = record["development"], record["verification"]
-    assert 1 in development and 0 in development and len(verification) >= 10
-    assert not set(development) & set(verification)
-    assert set(record["runs"]) == {str(s) for s in development + verification}
+    development, verification, fresh = record["development"], record["verification"], record["fresh"]
+    assert 1 in development and 0 in development and len(verification) >= 10 and len(fresh) >= 8
+    assert not set(development) & set(verification) and not set(fresh) & set(development + verification)
+    assert set(record["runs"]) == {str(s) for s in development + verification + fresh}
     assert record["command"].startswith("python tools/induction_seeds.py") and record["machine"]["cpu"]
-    failed = {s: [k for k, ok in check_claims(record["runs"][str(s)]).items() if not ok] for s in verification}
+    failed = {s: [k for k, ok in check_claims(record["runs"][str(s)]).items() if not ok] for s in record["runs"]}
     assert not any(failed.values()), failed
     assert set(CLAIMS) == set(check_claims(record["runs"]["0"]))

@@ -560,15 +560,11 @@ CLAIMS = {
         lambda r: r["removed_block0"]["k"][named_heads(r)["ind"]] <= 0.2 and r["removed_block0"]["k"][-1] >= 3.0,
     ),
     "composition": (
-        "composición: K de la pareja nombrada > 1,5 × aleatoria y > su Q y su V",
-        "composition: the named pair's K > 1.5 × random and > its Q and V",
-        lambda r: (
-            lambda n: (
-                r["composition"]["k"][n["prev"]][n["ind"]] > 1.5 * r["composition_baseline"]["k"]
-                and r["composition"]["k"][n["prev"]][n["ind"]]
-                > max(r["composition"]["q"][n["prev"]][n["ind"]], r["composition"]["v"][n["prev"]][n["ind"]])
-            )
-        )(named_heads(r)),
+        "composición: K de la pareja nombrada > 1,5 × aleatoria",
+        "composition: the named pair's K > 1.5 × random",
+        lambda r: (lambda n: r["composition"]["k"][n["prev"]][n["ind"]] > 1.5 * r["composition_baseline"]["k"])(
+            named_heads(r)
+        ),
     ),
     "both_induction": (
         "las dos cabezas del bloque 1 con inducción ≥ 0,5",
@@ -615,6 +611,37 @@ COMMON = {
         lambda r: (
             all(abs(z - m) <= 0.2 for zs, ms in zip(r["copy_loss_zero"], r["copy_loss_mean"]) for z, m in zip(zs, ms))
             and abs(r["copy_loss_both_zero"] - r["copy_loss_both_mean"]) <= 0.2
+        ),
+    ),
+    "k_largest": (
+        "composición K de la pareja nombrada mayor que su Q y su V",
+        "the named pair's K-composition larger than its Q and V",
+        lambda r: (
+            lambda n: (
+                r["composition"]["k"][n["prev"]][n["ind"]]
+                > max(r["composition"]["q"][n["prev"]][n["ind"]], r["composition"]["v"][n["prev"]][n["ind"]])
+            )
+        )(named_heads(r)),
+    ),
+    "prev_lowers_previous": (
+        "la de token anterior baja directamente el logit del token anterior",
+        "the previous-token head lowers the previous token's logit directly",
+        lambda r: r["previous_logit"][0][named_heads(r)["prev"]] < 0,
+    ),
+    "bets_on_seen": (
+        "antes de poder copiar, más probabilidad que adivinar en los tokens ya vistos, posiciones 1 a 4",
+        "before any copy is possible, more probability than guessing on the tokens already seen, positions 1 to 4",
+        lambda r: all(r["seen_at_start"][t] > (t + 1) / 32 for t in range(1, len(r["seen_at_start"]))),
+    ),
+    "shelf": (
+        "pasos 25 a 100: aprendizaje en contexto < 0, pérdida en la posición 4 > ln 32, tokens ya vistos > 5/32",
+        "steps 25 to 100: in-context learning < 0, loss at position 4 > ln 32, tokens already seen > 5/32",
+        lambda r: all(
+            icl < 0 and early > math.log(32) and seen > 5 / 32
+            for step, icl, early, seen in zip(
+                r["curves"]["steps"], r["curves"]["in_context"], r["curves"]["early_loss"], r["curves"]["early_seen"]
+            )
+            if 25 <= step <= 100
         ),
     ),
     "qk_both": (
