@@ -558,6 +558,38 @@ def test_direct_logit_attribution_adds_up_to_the_centred_logit(norm):
     assert heads[..., 0, 1].abs().max() == 0 and heads[..., 0, 0].abs().max() > 0
 
 
+@torch.no_grad()
+def test_direct_logit_attribution_of_other_tokens_adds_up_to_their_centred_logit():
+    model = small_model(seed=3, norm="rms")
+    tokens = torch.randint(0, 20, (3, 10), generator=torch.Generator().manual_seed(0))
+    current = tokens[:, :-1]  # each position's own token, never the next one here
+    heads, rest = direct_logit_attribution(model, tokens, targets=current)
+    logits = model(tokens)[:, :-1]
+    centred = logits.gather(-1, current[..., None])[..., 0] - logits.mean(-1)
+    torch.testing.assert_close(heads.sum((-1, -2)) + rest, centred, rtol=1e-4, atol=1e-4)
+    same, _ = direct_logit_attribution(model, tokens, targets=tokens[:, 1:])
+    torch.testing.assert_close(same, direct_logit_attribution(model, tokens)[0])
+    for bad in (tokens, current.float()):  # one position too many; not ids
+        with pytest.raises(CourseError):
+            direct_logit_attribution(model, tokens, targets=bad)
+
+
+def test_seen_mass_is_the_probability_on_the_tokens_already_in_the_row():
+    from minitransformer.course.induction import seen_mass
+
+    model = small_model(seed=3, norm="rms").eval()
+    tokens = torch.tensor([[1, 2, 3, 4], [5, 5, 6, 7]])
+    got = seen_mass(model, tokens, 3)
+    with torch.no_grad():
+        probs = model(tokens[:, :3]).softmax(-1)
+    by_hand = [
+        (probs[0, 0, 1] + probs[1, 0, 5]) / 2,
+        (probs[0, 1, [1, 2]].sum() + probs[1, 1, 5]) / 2,  # a repeated token counts once
+        (probs[0, 2, [1, 2, 3]].sum() + probs[1, 2, [5, 6]].sum()) / 2,
+    ]
+    torch.testing.assert_close(got, torch.stack(by_hand).float())
+
+
 def test_direct_logit_attribution_of_a_copying_head():
     """The hand-built copying head 0.0 attends to earlier positions: its direct effect on the next token's logit
     is its attention to positions holding that token, times the OV circuit's diagonal, at the run's scale."""
@@ -679,15 +711,15 @@ def test_measure_run_gives_every_number_the_claims_read():
     assert run["copy_loss_end"] == pytest.approx(history.copy_loss[-1], abs=1e-4)
 
 
-def test_the_stored_seed_record_keeps_two_lists_and_every_claim_holds_on_the_verification_seeds():
+def test_the_stored_seed_record_keeps_three_lists_and_every_claim_holds_on_every_seed():
     from minitransformer.course.induction import CLAIMS, check_claims
 
     record = seed_record()
-    development, verification = record["development"], record["verification"]
-    assert 1 in development and 0 in development and len(verification) >= 10
-    assert not set(development) & set(verification)
-    assert set(record["runs"]) == {str(s) for s in development + verification}
+    development, verification, fresh = record["development"], record["verification"], record["fresh"]
+    assert 1 in development and 0 in development and len(verification) >= 10 and len(fresh) >= 8
+    assert not set(development) & set(verification) and not set(fresh) & set(development + verification)
+    assert set(record["runs"]) == {str(s) for s in development + verification + fresh}
     assert record["command"].startswith("python tools/induction_seeds.py") and record["machine"]["cpu"]
-    failed = {s: [k for k, ok in check_claims(record["runs"][str(s)]).items() if not ok] for s in verification}
+    failed = {s: [k for k, ok in check_claims(record["runs"][str(s)]).items() if not ok] for s in record["runs"]}
     assert not any(failed.values()), failed
     assert set(CLAIMS) == set(check_claims(record["runs"]["0"]))

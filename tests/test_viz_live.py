@@ -410,7 +410,7 @@ def test_the_phase_change_control_draws_the_stored_pattern_and_scores_of_the_ste
                 "uniforme (token anterior)",
             ]
             bottom_names = ["pérdida de copia", "aprendizaje en contexto", "inicio (inducción > 0,5)"]
-            onset, title = "paso 30", f"Cabeza {name} en el paso {step}"
+            onset, title = "paso 30", f"cabeza {name} en el paso {step}"
         else:
             top_names = [
                 f"induction {name}",
@@ -419,7 +419,7 @@ def test_the_phase_change_control_draws_the_stored_pattern_and_scores_of_the_ste
                 "uniform (previous token)",
             ]
             bottom_names = ["copy loss", "in-context learning", "onset (induction > 0.5)"]
-            onset, title = "step 30", f"Head {name} at step {step}"
+            onset, title = "step 30", f"head {name} at step {step}"
         assert legend(top) == [f"{n}: {number(v)}" for n, v in zip(top_names, values)]
         bottom_values = [number(history.copy_loss[r]), number(history.in_context[r]), onset]
         assert legend(bottom) == [f"{n}: {v}" for n, v in zip(bottom_names, bottom_values)]

@@ -39,10 +39,11 @@ def test_tokens_per_word_lines_and_points(lang):
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
-def test_sequence_cost_bars_are_t_t_squared_and_v_d(lang):
+def test_sequence_cost_bars_are_t_t_squared_t_v_and_v_d(lang):
     fig = plot_sequence_cost(["bytes", "BPE"], [100, 30], [256, 3000], 8, lang=lang)
     widths = [[bar.get_width() for bar in ax.patches] for ax in fig.axes]
-    assert widths == [[100, 30], [10_000, 900], [2048, 24_000]]
+    assert widths == [[100, 30], [10_000, 900], [25_600, 90_000], [2048, 24_000]]
+    assert fig.axes[2].get_title() == ("logits de la salida T · V" if lang == "es" else "output logits T · V")
     labels = [t.get_text() for t in fig.axes[1].texts]
     assert labels == ["10 000", "900"]  # integers with the course's thousands space
     assert fig.axes[0].get_title() == ("longitud T (tokens)" if lang == "es" else "length T (tokens)")

@@ -700,9 +700,11 @@ def positive_eigenvalue_score(matrix: Tensor) -> float:
 
 
 @torch.no_grad()
-def direct_logit_attribution(model: nn.Module, tokens: Tensor) -> tuple[Tensor, Tensor]:
+def direct_logit_attribution(model: nn.Module, tokens: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """What each head writes, directly, into the logit of the token that comes next (centred: minus
     the mean logit over the vocabulary, since only differences between logits count), in eval mode.
+    With ``targets`` (B, T − 1), into the logit of those tokens instead (e.g. ``tokens[:, :-1]``, the
+    current token): what a head does to a token that is not the right one.
 
     The logits are W_U Norm(x) with x the final residual stream: the embedding plus every head's
     output times its columns of W_o (plus what the rest of the model wrote). With the final norm's
@@ -712,8 +714,14 @@ def direct_logit_attribution(model: nn.Module, tokens: Tensor) -> tuple[Tensor, 
     be necessary: removing it (:func:`ablate_heads`) measures its whole effect.
 
     Shapes: tokens (B, T) -> heads (B, T − 1, L, H) and the rest (B, T − 1): the embedding, biases,
-    feed-forward layers; ``heads.sum((-1, -2)) + rest`` is the centred logit of the next token.
+    feed-forward layers; ``heads.sum((-1, -2)) + rest`` is the centred logit of the next token (of ``targets``).
     """
+    expected = (tokens.size(0), tokens.size(1) - 1)
+    if targets is not None and (tuple(targets.shape) != expected or targets.is_floating_point()):
+        raise error(
+            f"targets debe tener forma {expected} e ids enteros, no {tuple(targets.shape)} de {targets.dtype}",
+            f"targets must have shape {expected} and integer ids, got {tuple(targets.shape)} of {targets.dtype}",
+        )
     attns = _attentions(model)
     norm = getattr(model, "norm", None)
     if norm is not None and not isinstance(norm, (nn.LayerNorm, RMSNorm)):
@@ -742,7 +750,7 @@ def direct_logit_attribution(model: nn.Module, tokens: Tensor) -> tuple[Tensor, 
             h.remove()
     x = saved["x"].float()  # (B, T, D)
     W_U = model.lm_head.weight.float()  # (V, D)
-    nxt = tokens[:, 1:]  # (B, T-1)
+    nxt = tokens[:, 1:] if targets is None else targets.to(tokens.device)  # (B, T-1)
     direction = W_U[nxt] - W_U.mean(0)  # (B, T-1, D): the next token's row, centred
 
     def linear(c: Tensor) -> Tensor:  # the final norm's action on one part, at the run's scale

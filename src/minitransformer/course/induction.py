@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from ..circuits import (
     attention_patterns,
+    composition_scores,
     in_context_score,
     induction_score,
     per_position_loss,
@@ -31,6 +32,7 @@ from ..circuits import (
 )
 from ..i18n import error
 from ..modern import ModernConfig, ModernTransformer
+from ..runtime import eval_mode
 from ..runtime import seed as current_seed
 from ..train import train_gpt
 
@@ -42,12 +44,15 @@ __all__ = [
     "copy_loss",
     "copyable",
     "best_guess_loss",
+    "seen_mass",
     "train_induction_model",
     "measure_run",
     "seed_record",
     "CLAIMS",
     "COMMON",
     "check_claims",
+    "MARGINS",
+    "tightest",
     "named_heads",
     "repeated_random_tokens",
     "head_scores",
@@ -169,6 +174,20 @@ def best_guess_loss(recipe: InductionRecipe, position: int) -> float:
     return math.log(recipe.vocab_size - position - 1)
 
 
+@torch.no_grad()
+def seen_mass(model: nn.Module, tokens: Tensor, upto: int) -> Tensor:
+    """At each position t < ``upto``, the probability the model gives the next token being one already seen in the row
+    (tokens 0 … t), averaged over the rows. Where no row can copy yet (t + 1 < the shortest period) those tokens are
+    certain **not** to come next: guessing gives them (t + 1) / V, the best possible 0. Eval mode.
+    Shapes: tokens (B, T) -> (upto,)."""
+    with eval_mode(model):
+        probs = model(tokens[:, :upto]).float().softmax(-1)  # (B, upto, V)
+    seen = torch.zeros_like(probs, dtype=torch.bool)
+    for t in range(upto):
+        seen[:, t].scatter_(-1, tokens[:, : t + 1], True)
+    return (probs * seen).sum(-1).mean(0).cpu()  # (upto,)
+
+
 @dataclass
 class InductionHistory:
     """What happened during training: the loss of every step, and every ``record_every`` steps
@@ -180,6 +199,9 @@ class InductionHistory:
     steps: list[int] = field(default_factory=list)  # the recorded steps
     copy_loss: list[float] = field(default_factory=list)  # loss of the copyable predictions of the probe batch
     in_context: list[float] = field(default_factory=list)  # in-context score (late − early loss) per record
+    early_loss: list[float] = field(default_factory=list)  # mean loss at the early position (no row can copy)
+    early_seen: list[float] = field(default_factory=list)  # probability on tokens already seen, at the early position
+    q_composition: list[Tensor] = field(default_factory=list)  # (H, H) block 0 → block 1 Q-composition per record
     previous_token: list[Tensor] = field(default_factory=list)  # (L, H) per record
     induction: list[Tensor] = field(default_factory=list)  # (L, H) per record
     patterns: list[Tensor] = field(default_factory=list)  # (L, H, kept_rows, T, T) per record: the probe's first rows
@@ -209,6 +231,10 @@ def _record(
     history.steps.append(step)
     history.copy_loss.append(copy_loss(losses, periods))
     history.in_context.append(in_context_score(losses, recipe.icl_early, recipe.icl_late))
+    history.early_loss.append(float(losses[:, recipe.icl_early].mean()))
+    history.early_seen.append(float(seen_mass(model, tokens, recipe.icl_early + 1)[-1]))
+    if recipe.n_layers >= 2:
+        history.q_composition.append(composition_scores(model, "q").cpu())
     history.previous_token.append(torch.stack([previous_token_score(p) for p in patterns]).cpu())  # (L, H)
     history.induction.append(torch.stack([induction_score(p, periods) for p in patterns]).cpu())  # (L, H)
     history.patterns.append(torch.stack([p[: recipe.kept_rows].transpose(0, 1) for p in patterns]).cpu())
@@ -303,6 +329,22 @@ def measure_run(model: nn.Module, history: InductionHistory, recipe: InductionRe
         return [round(s, 4) for s in scores] + [round(copy_loss(c.next_token_losses(logits, tokens), periods), 4)]
 
     dla, _ = c.direct_logit_attribution(model, tokens)  # (B, T-1, L, H)
+    # what each head writes into the logit of the token before the current one, at t ≥ 1: never the next one
+    before = torch.cat([tokens[:, :1], tokens[:, :-2]], dim=1)  # (B, T-1): token t − 1 (t = 0: left out below)
+    on_previous = c.direct_logit_attribution(model, tokens, targets=before)[0][:, 1:]  # (B, T-2, L, H)
+
+    def after_zero(layer: int, head: int) -> list:
+        with c.ablate_heads(model, {(layer, head): "zero"}):
+            maps = c.attention_patterns(model, tokens)
+        return [round(float(s), 4) for s in c.induction_score(maps[1], periods)]
+
+    large, large_periods = periodic_batch(recipe, 512, torch.Generator().manual_seed(2024))
+    large, large_periods = large.to(device), large_periods.to(device)
+
+    def large_zero(layer: int, head: int) -> float:
+        with c.ablate_heads(model, {(layer, head): "zero"}):
+            return copy_loss(c.per_position_loss(model, large), large_periods)
+
     mask = copyable(recipe.length, periods)
     offsets = range(recipe.min_period - 1, recipe.max_period)  # t − s = P − 1 for every period
     block0 = [(0, h) for h in range(H)]
@@ -319,6 +361,7 @@ def measure_run(model: nn.Module, history: InductionHistory, recipe: InductionRe
         "in_context_end": round(history.in_context[-1], 4),
         "in_context_start": round(history.in_context[0], 4),
         "loss_at_start": [round(float(v), 4) for v in by_position[: recipe.min_period - 1]],
+        "seen_at_start": [round(float(v), 4) for v in seen_mass(model, tokens, recipe.min_period - 1)],
         "previous": table(previous),
         "induction": table(induction),
         "uniform_previous": round(float(c.previous_token_score(uniform)), 4),
@@ -327,6 +370,13 @@ def measure_run(model: nn.Module, history: InductionHistory, recipe: InductionRe
         "ov_eigenvalues": table({k: c.positive_eigenvalue_score(c.ov_circuit(model, *k)) for k in heads}),
         "qk_diagonal_min": [
             round(min(c.diagonal_score(c.qk_circuit(model, 1, h, d, through=block0)) for d in offsets), 4)
+            for h in range(H)
+        ],
+        "qk_diagonal_min_each": [
+            [
+                round(min(c.diagonal_score(c.qk_circuit(model, 1, h, d, through=[(0, h0)])) for d in offsets), 4)
+                for h0 in range(H)
+            ]
             for h in range(H)
         ],
         "qk_diagonal_direct_max": [
@@ -339,6 +389,21 @@ def measure_run(model: nn.Module, history: InductionHistory, recipe: InductionRe
         "copy_loss_both_mean": round(both_mean, 4),
         "removed_block0": {kind: removed(block0, kind) for kind in ("q", "k", "v")},
         "removed_one_from_keys": [removed([(0, h)], "k") for h in range(H)],
+        "removed_one_from_queries": [removed([(0, h)], "q") for h in range(H)],
+        "removed_one_from_values": [removed([(0, h)], "v") for h in range(H)],
+        "induction_after_zero": [after_zero(0, h) for h in range(H)],
+        "copy_loss_zero_large": table({k: large_zero(*k) for k in heads}),
+        "previous_logit": table({k: on_previous[..., k[0], k[1]].mean() for k in heads}),
+        "curves": {
+            "steps": list(history.steps),
+            "in_context": [round(v, 4) for v in history.in_context],
+            "early_loss": [round(v, 4) for v in history.early_loss],
+            "early_seen": [round(v, 4) for v in history.early_seen],
+            "copy_loss": [round(v, 4) for v in history.copy_loss],
+            "previous": [round(float(s[0].max()), 4) for s in history.previous_token],
+            "induction": [round(float(s[1].max()), 4) for s in history.induction],
+            "q_composition_max": [round(float(q.max()), 4) for q in history.q_composition],
+        },
         "composition": {kind: c.composition_scores(model, kind).tolist() for kind in ("q", "k", "v")},
         "composition_elhage": {kind: c.composition_scores(model, kind, offset=0).tolist() for kind in ("q", "k")},
         "composition_baseline": {kind: c.composition_baseline(D, Dh, kind, generator=generator) for kind in "qkv"},
@@ -468,10 +533,10 @@ CLAIMS = {
         ),
     ),
     "qk": (
-        "circuito QK a través del bloque 0: diagonal ≥ 0,9 a toda distancia; directo ≤ 0,2",
-        "QK circuit through block 0: diagonal ≥ 0.9 at every distance; direct ≤ 0.2",
+        "circuito QK a través de la cabeza de token anterior: diagonal ≥ 0,9 a toda distancia; directo ≤ 0,2",
+        "QK circuit through the previous-token head: diagonal ≥ 0.9 at every distance; direct ≤ 0.2",
         lambda r: (
-            r["qk_diagonal_min"][named_heads(r)["ind"]] >= 0.9
+            r["qk_diagonal_min_each"][named_heads(r)["ind"]][named_heads(r)["prev"]] >= 0.9
             and r["qk_diagonal_direct_max"][named_heads(r)["ind"]] <= 0.2
         ),
     ),
@@ -495,15 +560,11 @@ CLAIMS = {
         lambda r: r["removed_block0"]["k"][named_heads(r)["ind"]] <= 0.2 and r["removed_block0"]["k"][-1] >= 3.0,
     ),
     "composition": (
-        "composición: K de la pareja nombrada > 1,5 × aleatoria y > su Q y su V",
-        "composition: the named pair's K > 1.5 × random and > its Q and V",
-        lambda r: (
-            lambda n: (
-                r["composition"]["k"][n["prev"]][n["ind"]] > 1.5 * r["composition_baseline"]["k"]
-                and r["composition"]["k"][n["prev"]][n["ind"]]
-                > max(r["composition"]["q"][n["prev"]][n["ind"]], r["composition"]["v"][n["prev"]][n["ind"]])
-            )
-        )(named_heads(r)),
+        "composición: K de la pareja nombrada > 1,5 × aleatoria",
+        "composition: the named pair's K > 1.5 × random",
+        lambda r: (lambda n: r["composition"]["k"][n["prev"]][n["ind"]] > 1.5 * r["composition_baseline"]["k"])(
+            named_heads(r)
+        ),
     ),
     "both_induction": (
         "las dos cabezas del bloque 1 con inducción ≥ 0,5",
@@ -552,6 +613,57 @@ COMMON = {
             and abs(r["copy_loss_both_zero"] - r["copy_loss_both_mean"]) <= 0.2
         ),
     ),
+    "k_largest": (
+        "composición K de la pareja nombrada mayor que su Q y su V",
+        "the named pair's K-composition larger than its Q and V",
+        lambda r: (
+            lambda n: (
+                r["composition"]["k"][n["prev"]][n["ind"]]
+                > max(r["composition"]["q"][n["prev"]][n["ind"]], r["composition"]["v"][n["prev"]][n["ind"]])
+            )
+        )(named_heads(r)),
+    ),
+    "prev_lowers_previous": (
+        "la de token anterior baja directamente el logit del token anterior",
+        "the previous-token head lowers the previous token's logit directly",
+        lambda r: r["previous_logit"][0][named_heads(r)["prev"]] < 0,
+    ),
+    "bets_on_seen": (
+        "antes de poder copiar, más probabilidad que adivinar en los tokens ya vistos, posiciones 1 a 4",
+        "before any copy is possible, more probability than guessing on the tokens already seen, positions 1 to 4",
+        lambda r: all(r["seen_at_start"][t] > (t + 1) / 32 for t in range(1, len(r["seen_at_start"]))),
+    ),
+    "shelf": (
+        "pasos 25 a 100: aprendizaje en contexto < 0, pérdida en la posición 4 > ln 32, tokens ya vistos > 5/32",
+        "steps 25 to 100: in-context learning < 0, loss at position 4 > ln 32, tokens already seen > 5/32",
+        lambda r: all(
+            icl < 0 and early > math.log(32) and seen > 5 / 32
+            for step, icl, early, seen in zip(
+                r["curves"]["steps"], r["curves"]["in_context"], r["curves"]["early_loss"], r["curves"]["early_seen"]
+            )
+            if 25 <= step <= 100
+        ),
+    ),
+    "qk_both": (
+        "circuito QK a través de las dos cabezas del bloque 0 juntas: diagonal ≥ 0,9 a toda distancia",
+        "QK circuit through both block-0 heads together: diagonal ≥ 0.9 at every distance",
+        lambda r: r["qk_diagonal_min"][named_heads(r)["ind"]] >= 0.9,
+    ),
+    "prev_agree_keys": (
+        "el token anterior por puntuación es el que más rompe quitado solo de las claves",
+        "the previous-token head by score is the one whose removal from the keys alone breaks most",
+        lambda r: (
+            named_heads(r)["prev"] == max(range(len(r["previous"][0])), key=lambda h: r["removed_one_from_keys"][h][-1])
+        ),
+    ),
+    "prev_removal_stable": (
+        "la cabeza del bloque 0 que más rompe es la misma con 512 filas que con las 64 del lote fijo",
+        "the block-0 head whose removal breaks most is the same on 512 rows as on the fixed batch's 64",
+        lambda r: (
+            named_heads(r)["prev_removal"]
+            == max(range(len(r["previous"][0])), key=r["copy_loss_zero_large"][0].__getitem__)
+        ),
+    ),
     "paths_qv": (
         "sin el bloque 0 en las consultas o en los valores, inducción ≥ 0,85 y pérdida ≤ 0,35",
         "without block 0 in the queries or the values, induction ≥ 0.85 and loss ≤ 0.35",
@@ -559,12 +671,138 @@ COMMON = {
             r["removed_block0"][k][named_heads(r)["ind"]] >= 0.85 and r["removed_block0"][k][-1] <= 0.35 for k in "qv"
         ),
     ),
+    "one_from_qv": (
+        "quitar una sola cabeza del bloque 0 de las consultas o de los valores deja la pérdida ≤ 0,35",
+        "removing one block-0 head alone from the queries or the values leaves the loss ≤ 0.35",
+        lambda r: all(one[-1] <= 0.35 for k in ("queries", "values") for one in r[f"removed_one_from_{k}"]),
+    ),
     "q_below_random": (
         "toda composición Q por debajo de la de matrices aleatorias",
         "every Q-composition below that of random matrices",
         lambda r: max(max(row) for row in r["composition"]["q"]) < r["composition_baseline"]["q"],
     ),
 }
+
+
+# The thresholds of CLAIMS, each with the value it reads: the notebook prints the tightest value over the seeds (the
+# margin). name -> (Spanish, English, value of one run, threshold, "≥" or "≤").
+def _phase_gap(r: dict) -> float:
+    if r["onset"] is None:
+        return math.inf
+    return max(abs(r[k] - r["onset"]) for k in ("halfway", "previous_rise", "in_context_fall"))
+
+
+MARGINS = {
+    "copy_start": ("pérdida de copia al empezar", "copy loss at the start", lambda r: r["copy_loss_start"], 3.3, "≥"),
+    "copy_end": ("pérdida de copia al final", "copy loss at the end", lambda r: r["copy_loss_end"], 0.15, "≤"),
+    "onset": ("inicio (paso)", "onset (step)", lambda r: math.inf if r["onset"] is None else r["onset"], 300, "≤"),
+    "phase_gap": ("mayor distancia al inicio (pasos)", "largest distance from the onset (steps)", _phase_gap, 50, "≤"),
+    "previous": ("mejor token anterior", "best previous token", lambda r: max(r["previous"][0]), 0.3, "≥"),
+    "induction": ("mejor inducción", "best induction", lambda r: max(r["induction"][1]), 0.8, "≥"),
+    "icl": ("aprendizaje en contexto", "in-context learning", lambda r: r["in_context_end"], -3.0, "≤"),
+    "early_mean": (
+        "pérdida media antes de poder copiar",
+        "mean loss before any copy is possible",
+        lambda r: sum(r["loss_at_start"]) / len(r["loss_at_start"]),
+        math.log(32),
+        "≥",
+    ),
+    "ov": (
+        "OV de la de inducción (el menor de sus dos)",
+        "the induction head's OV (the lower of its two)",
+        lambda r: min(r["ov_diagonal"][1][named_heads(r)["ind"]], r["ov_eigenvalues"][1][named_heads(r)["ind"]]),
+        0.9,
+        "≥",
+    ),
+    "qk": (
+        "QK a través de la de token anterior",
+        "QK through the previous-token head",
+        lambda r: r["qk_diagonal_min_each"][named_heads(r)["ind"]][named_heads(r)["prev"]],
+        0.9,
+        "≥",
+    ),
+    "qk_direct": ("QK directo", "direct QK", lambda r: r["qk_diagonal_direct_max"][named_heads(r)["ind"]], 0.2, "≤"),
+    "removal_block0": (
+        "quitar la del bloque 0 que más rompe",
+        "removing the block-0 head that hurts most",
+        lambda r: max(r["copy_loss_zero"][0]),
+        2.0,
+        "≥",
+    ),
+    "removal_ind": (
+        "quitar la de inducción",
+        "removing the induction head",
+        lambda r: r["copy_loss_zero"][1][named_heads(r)["ind"]],
+        0.5,
+        "≥",
+    ),
+    "removal_both": (
+        "quitar las dos del bloque 1",
+        "removing both of block 1",
+        lambda r: r["copy_loss_both_zero"],
+        math.log(32),
+        "≥",
+    ),
+    "direct_block1": (
+        "atribución directa, la mayor del bloque 1",
+        "direct attribution, block 1's largest",
+        lambda r: max(r["direct_logit"][1]),
+        4.0,
+        "≥",
+    ),
+    "direct_block0": (
+        "atribución directa del bloque 0, en valor absoluto",
+        "block 0's direct attribution, in absolute value",
+        lambda r: max(abs(x) for x in r["direct_logit"][0]),
+        0.5,
+        "≤",
+    ),
+    "keys_induction": (
+        "inducción sin el bloque 0 en las claves",
+        "induction without block 0 in the keys",
+        lambda r: r["removed_block0"]["k"][named_heads(r)["ind"]],
+        0.2,
+        "≤",
+    ),
+    "keys_loss": (
+        "pérdida sin el bloque 0 en las claves",
+        "loss without block 0 in the keys",
+        lambda r: r["removed_block0"]["k"][-1],
+        3.0,
+        "≥",
+    ),
+    "k_composition": (
+        "composición K de la pareja / aleatoria",
+        "the pair's K-composition / random",
+        lambda r: (lambda n: r["composition"]["k"][n["prev"]][n["ind"]] / r["composition_baseline"]["k"])(
+            named_heads(r)
+        ),
+        1.5,
+        "≥",
+    ),
+    "both_induction": (
+        "inducción de la menor del bloque 1",
+        "induction of block 1's lesser head",
+        lambda r: min(r["induction"][1]),
+        0.5,
+        "≥",
+    ),
+    "block0_eigenvalues": (
+        "autovalores OV del bloque 0, el mayor",
+        "block 0's OV eigenvalues, the larger",
+        lambda r: max(r["ov_eigenvalues"][0]),
+        0.0,
+        "≤",
+    ),
+}
+
+
+def tightest(runs: dict, name: str) -> tuple:
+    """The seed whose value of ``MARGINS[name]`` is nearest its threshold, the value and the margin (≥ 0: holds)."""
+    _, _, value, threshold, sense = MARGINS[name]
+    sign = 1 if sense == "≥" else -1
+    seed = min(runs, key=lambda s: sign * (value(runs[s]) - threshold))
+    return seed, value(runs[seed]), sign * (value(runs[seed]) - threshold)
 
 
 def check_claims(run: dict, table: dict = CLAIMS) -> dict[str, bool]:

@@ -199,7 +199,7 @@ def plot_scores_at_step(
             bbox_to_anchor=(1.01, 0.5),
             fontsize=11,
         )
-    top.set_title(tr(lang, f"Cabeza {name} en el paso {step}", f"Head {name} at step {step}"))
+    top.set_title(tr(lang, f"cabeza {name} en el paso {step}", f"head {name} at step {step}"))
     fig.tight_layout()
     return fig
 

@@ -110,18 +110,25 @@ def plot_tokens_per_word(
 def plot_sequence_cost(
     names: Sequence[str], lengths: Sequence[int], vocab_sizes: Sequence[int], d_model: int, lang: str = "es"
 ) -> Figure:
-    """For one text under several tokenizers: its length T, the T² attention scores of one head
-    and the V · d_model numbers of the embedding table, as bars on linear scales."""
+    """For one text under several tokenizers: its length T, the T² attention scores of one head (the whole text as
+    one sequence), the T · V logits of the output and the V · d_model numbers of the embedding table, as bars on
+    linear scales."""
     lengths_ = np.asarray(lengths, dtype=float)
+    vocab_ = np.asarray(vocab_sizes, dtype=float)
     panels = [
         (tr(lang, "longitud T (tokens)", "length T (tokens)"), lengths_),
-        (tr(lang, "puntuaciones de atención T² (una cabeza)", "attention scores T² (one head)"), lengths_**2),
         (
-            f"embedding V · d (d = {d_model})",  # the same words in both languages
-            np.asarray(vocab_sizes, dtype=float) * d_model,
+            tr(
+                lang,
+                "puntuaciones de atención T²\n(una cabeza, una sola secuencia)",
+                "attention scores T²\n(one head, one sequence)",
+            ),
+            lengths_**2,
         ),
+        (tr(lang, "logits de la salida T · V", "output logits T · V"), lengths_ * vocab_),
+        (f"embedding V · d (d = {d_model})", vocab_ * d_model),  # the same words in both languages
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 0.45 * len(names) + 2.2), layout="constrained", sharey=True)
+    fig, axes = plt.subplots(1, 4, figsize=(19, 0.45 * len(names) + 2.4), layout="constrained", sharey=True)
     y = np.arange(len(names))[::-1]
     colours = plt.get_cmap("viridis")(np.linspace(0.15, 0.85, len(names)))
     for ax, (label, values) in zip(axes, panels):
