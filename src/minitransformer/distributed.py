@@ -13,6 +13,7 @@ never a hang. What a run costs in communication is the ring all-reduce's bytes (
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import signal
@@ -215,6 +216,25 @@ def torchrun_command(module: str, args: list[str], nproc: int = 2, port: int | N
     return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc_per_node={nproc}", "-m", module, *args]
 
 
+def end_launch(process: subprocess.Popen, grace: float = 5.0) -> str:
+    """End a running torchrun ``process`` and every rank it started; returns what they had printed. torchrun starts
+    each rank in a session of its own, so killing torchrun's process group alone leaves the ranks running, holding the
+    output open until their own timeouts: torchrun is asked to stop first (SIGTERM, which its agent passes on to every
+    rank), and whatever is left of its group is killed after ``grace`` seconds."""
+    posix = os.name == "posix"
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()  # SIGTERM on POSIX
+    try:
+        return process.communicate(timeout=grace)[0] or ""
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL) if posix else process.kill()
+    try:
+        return process.communicate(timeout=grace)[0] or ""
+    except subprocess.TimeoutExpired:  # a rank torchrun could not end still holds the output: stop reading it
+        return ""
+
+
 def launch(
     module: str, args: list[str], nproc: int = 2, port: int | None = None, timeout: float = 300.0
 ) -> subprocess.CompletedProcess:
@@ -234,13 +254,12 @@ def launch(
         )
     command = torchrun_command(module, args, nproc, port)
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=os.name == "posix"
     )
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # torchrun and every rank: they share the new session
-        process.communicate()
+        end_launch(process)
         raise error(
             f"torchrun no terminó en {timeout:g} s: se han terminado todos sus procesos",
             f"torchrun did not finish within {timeout:g} s: all its processes were ended",

@@ -23,7 +23,6 @@ import numbers
 import os
 import pickle
 import random
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -36,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..distributed import torchrun_command
+from ..distributed import end_launch, torchrun_command
 from ..i18n import integer
 from . import _on_ranks
 from ._core import (
@@ -568,9 +567,7 @@ def _launch(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
         try:
             output, _ = process.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL) if posix else process.kill()
-            process.communicate()
+            end_launch(process)  # torchrun and every rank it started
             return [{"timeout": round(limit)}] * len(payloads)
         files = [Path(folder) / f"rank{r}.pkl" for r in range(_RANKS)]
         if not all(f.exists() for f in files):
