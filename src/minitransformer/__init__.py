@@ -16,4 +16,4 @@ The map, in import order, with what each module holds: ``src/minitransformer/REA
 release changed: ``CHANGELOG.md``.
 """
 
-__version__ = "2.0.0"
+__version__ = "2.0.1.dev0"
