@@ -9,6 +9,7 @@ import lzma
 import math
 
 import pytest
+from bilingual_errors import assert_refused
 
 from minitransformer.compression import (
     COMPRESSORS,
@@ -87,7 +88,4 @@ BAD = [
 @pytest.mark.parametrize("call, es, en", BAD)
 def test_bad_arguments_raise_in_the_current_language(lang, call, es, en, language):
     language(lang)
-    with pytest.raises(ValueError) as info:
-        call()
-    assert (es if lang == "es" else en) in str(info.value)
-    assert str(info.value) == (info.value.es if lang == "es" else info.value.en)
+    assert_refused(call, lang, es, en)

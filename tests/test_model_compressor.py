@@ -12,6 +12,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
+from bilingual_errors import assert_refused
 
 from minitransformer.course.prose import prose
 from minitransformer.gpt import GPT, GPTConfig
@@ -150,10 +151,7 @@ BAD = [
 @pytest.mark.parametrize("call, es, en", BAD)
 def test_bad_arguments_raise_in_the_current_language(lang, call, es, en, language):
     language(lang)
-    with pytest.raises(ValueError) as info:
-        call()
-    assert (es if lang == "es" else en) in str(info.value)
-    assert str(info.value) == (info.value.es if lang == "es" else info.value.en)
+    assert_refused(call, lang, es, en)
 
 
 # --------------------------------------------------------------------------- a language model as a compressor

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from bilingual_errors import assert_refused
 
 from minitransformer.arithmetic_coder import decode, encode, frequencies
 from minitransformer.course.prose import prose
@@ -223,7 +224,4 @@ BAD = [
 @pytest.mark.parametrize("call, es, en", BAD)
 def test_bad_arguments_raise_in_the_current_language(lang, call, es, en, language):
     language(lang)
-    with pytest.raises(ValueError) as info:
-        call()
-    assert (es if lang == "es" else en) in str(info.value)
-    assert str(info.value) == (info.value.es if lang == "es" else info.value.en)
+    assert_refused(call, lang, es, en)
